@@ -1,0 +1,128 @@
+"""The one protocol every target implements (DESIGN principle 2: a target is data plus one
+backend class).
+
+A backend finds kernels in a file, turns one into a :class:`Problem`, evaluates batches of
+candidate code against the problem's original kernel (the oracle), and names its primary
+metric. Prompt text lives in ``prompts/<name>/`` and is loaded by :mod:`autocomp.prompts`.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Sequence
+
+from autocomp.model import Evaluation, KernelSpan, Problem
+
+
+class BackendError(Exception):
+    """A problem the user must fix (no kernel found, missing toolchain, bad annotation).
+
+    The message says what went wrong and what to do about it.
+    """
+
+
+@dataclass
+class ToolCheck:
+    """One line of ``autocomp doctor``: a piece of a target's toolchain."""
+
+    name: str
+    found: bool
+    detail: str  # version or path when found, how to get it when not
+    required: bool = True
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "found": self.found, "detail": self.detail, "required": self.required}
+
+
+@dataclass
+class TierInfo:
+    """Which evaluator tier is active and whether its numbers may drive an automatic edit."""
+
+    name: str
+    confirms: bool
+    note: str = ""
+
+
+class Backend(abc.ABC):
+    """Base class for targets. Subclasses set the class attributes and implement
+    :meth:`detect` and :meth:`evaluate`."""
+
+    name: ClassVar[str]
+    file_suffixes: ClassVar[tuple[str, ...]] = ()
+    primary_metric: ClassVar[str]
+    lower_is_better: ClassVar[bool] = True
+    # Bumped whenever evaluation semantics change, so cached evaluations are not reused.
+    evaluator_version: ClassVar[str] = "1"
+
+    def __init__(self, settings: dict[str, Any] | None = None) -> None:
+        # ``settings`` are ``autocomp.target.<name>.*`` from the editor or CLI (toolchain
+        # paths, architecture, limits). Backends read what they know and ignore the rest.
+        self.settings: dict[str, Any] = dict(settings or {})
+
+    # -- finding kernels -------------------------------------------------------------
+    @abc.abstractmethod
+    def detect(self, path: str, text: str) -> list[KernelSpan]:
+        """Kernels this target recognises in ``text``; empty when none. Must be fast
+        (runs on every keystroke in the editor) and must never raise on odd input."""
+
+    def make_problem(
+        self,
+        path: str,
+        text: str,
+        function: str | None = None,
+        line: int | None = None,
+        options: dict[str, Any] | None = None,
+    ) -> Problem:
+        """Pick one kernel: by name, else the one containing ``line``, else the only one."""
+        spans = self.detect(path, text)
+        if not spans:
+            raise BackendError(f"{path}: no {self.name} kernel found. {self.detection_hint()}")
+        chosen: KernelSpan | None = None
+        if function is not None:
+            chosen = next((s for s in spans if s.name == function), None)
+            if chosen is None:
+                names = ", ".join(s.name for s in spans)
+                raise BackendError(f"{path}: no {self.name} kernel named {function!r}; found: {names}")
+        elif line is not None:
+            chosen = next((s for s in spans if s.contains_line(line)), None)
+            if chosen is None:
+                raise BackendError(f"{path}:{line + 1}: the cursor is not inside a kernel")
+        elif len(spans) == 1:
+            chosen = spans[0]
+        else:
+            names = ", ".join(s.name for s in spans)
+            raise BackendError(f"{path}: several kernels ({names}); choose one with --function NAME")
+        return Problem(path=path, span=chosen, file_text=text, options=dict(options or {}))
+
+    def detection_hint(self) -> str:
+        """One sentence telling the user what a kernel of this target looks like."""
+        return ""
+
+    # -- evaluation ------------------------------------------------------------------
+    @abc.abstractmethod
+    async def evaluate(self, problem: Problem, codes: Sequence[str]) -> list[Evaluation]:
+        """Evaluate each code (a replacement for ``problem.span``) against
+        ``problem.code``. Returns one Evaluation per code, in order. Runs candidates
+        concurrently; each in its own process and directory with time and memory limits.
+        Cancelling the awaiting task must kill every child process."""
+
+    def tier(self) -> TierInfo:
+        """The evaluator tier that will be used on this machine."""
+        return TierInfo(name=self.name, confirms=True)
+
+    def doctor(self) -> list[ToolCheck]:
+        """Each toolchain piece: found (with version/path) or how to install it."""
+        return []
+
+    def cache_identity(self) -> str:
+        """Everything that changes an evaluation's outcome besides code and problem."""
+        return f"{self.name}:{self.evaluator_version}:{sorted(self.settings.items())!r}"
+
+
+@dataclass
+class KernelInfo:
+    """Summary of a detected kernel for listings (CLI ``--list``, server lenses)."""
+
+    span: KernelSpan
+    details: dict[str, Any] = field(default_factory=dict)
