@@ -42,7 +42,7 @@ class Verdict(str, Enum):
     @property
     def repairable(self) -> bool:
         """Failures whose compiler/runtime output is worth feeding back for one repair."""
-        return self in (Verdict.COMPILE_ERROR, Verdict.RUNTIME_ERROR, Verdict.INCORRECT)
+        return self in (Verdict.COMPILE_ERROR, Verdict.RUNTIME_ERROR)
 
 
 @dataclass(frozen=True)

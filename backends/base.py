@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
 from autocomp.model import Evaluation, KernelSpan, Problem
+
+if TYPE_CHECKING:
+    from autocomp.prompts import PromptPieces
 
 
 class BackendError(Exception):
@@ -106,6 +109,13 @@ class Backend(abc.ABC):
         ``problem.code``. Returns one Evaluation per code, in order. Runs candidates
         concurrently; each in its own process and directory with time and memory limits.
         Cancelling the awaiting task must kill every child process."""
+
+    def prompt_pieces(self) -> "PromptPieces":
+        """The target's prompt text, from ``prompts/<name>/`` (users may override files
+        through ``AUTOCOMP_PROMPTS``)."""
+        from autocomp.prompts import load_pieces
+
+        return load_pieces(self.name)
 
     def tier(self) -> TierInfo:
         """The evaluator tier that will be used on this machine."""

@@ -1,2 +1,46 @@
-def main() -> int:
-    return 0
+"""The ``autocomp`` command: optimize, eval, runs, show, doctor, lsp."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from autocomp import __version__
+from autocomp.cli import doctor, evaluate, optimize, runs
+from autocomp.cli.common import EXIT_USAGE, CliError, err
+
+
+def _lsp(args: argparse.Namespace) -> int:
+    from autocomp.server import main as server_main
+
+    return int(server_main(args.server_args) or 0)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="autocomp", description="LLM-driven, evaluator-verified kernel optimization.")
+    parser.add_argument("--version", action="version", version=f"autocomp {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    optimize.add_parser(sub)
+    evaluate.add_parser(sub)
+    runs.add_parsers(sub)
+    doctor.add_parser(sub)
+    lsp = sub.add_parser("lsp", help="run the language server (stdio; --tcp HOST:PORT for debugging)")
+    lsp.add_argument("server_args", nargs=argparse.REMAINDER)
+    lsp.set_defaults(handler=_lsp)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.handler(args))
+    except CliError as exc:
+        err(str(exc))
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        err("interrupted")
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from autocomp.cli.main import main
+
+sys.exit(main())

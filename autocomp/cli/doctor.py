@@ -1,0 +1,64 @@
+"""``autocomp doctor``: every target's toolchain (found, or how to get it), the LLM keys
+that are set (never their values) and where the store lives."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from autocomp.backends import BackendError, get_backend, target_names
+from autocomp.backends.base import ToolCheck
+from autocomp.cli.common import EXIT_OK
+from autocomp.store import default_home
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("doctor", help="check each target's toolchain and the LLM setup")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=run)
+
+
+def collect() -> dict:
+    report: dict = {"targets": {}, "llm": {}, "store": str(default_home())}
+    for name in target_names():
+        try:
+            backend = get_backend(name)
+            checks = backend.doctor()
+            tier = backend.tier()
+            report["targets"][name] = {
+                "tier": tier.name,
+                "confirms": tier.confirms,
+                "note": tier.note,
+                "checks": [c.to_json() for c in checks],
+            }
+        except BackendError as exc:
+            report["targets"][name] = {"tier": "unavailable", "confirms": False, "note": str(exc), "checks": []}
+        except Exception as exc:  # a broken backend must not hide the others
+            report["targets"][name] = {"tier": "unavailable", "confirms": False, "note": f"{type(exc).__name__}: {exc}", "checks": []}
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
+        report["llm"][var] = "set" if os.environ.get(var) else "not set"
+    for var in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "AUTOCOMP_LLM"):
+        if os.environ.get(var):
+            report["llm"][var] = os.environ[var]
+    return report
+
+
+def run(args: argparse.Namespace) -> int:
+    report = collect()
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return EXIT_OK
+    for name, info in report["targets"].items():
+        print(f"{name}: tier {info['tier']}{'' if info['confirms'] else ' (cannot confirm speedups)'}")
+        if info.get("note"):
+            print(f"  {info['note']}")
+        for c in info["checks"]:
+            check = ToolCheck(**c)
+            mark = "ok " if check.found else ("-- " if not check.required else "!! ")
+            print(f"  {mark}{check.name}: {check.detail}")
+    print("llm:")
+    for var, state in report["llm"].items():
+        print(f"  {var}: {state}")
+    print(f"store: {report['store']}")
+    return EXIT_OK

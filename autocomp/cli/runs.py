@@ -1,0 +1,80 @@
+"""``autocomp runs`` and ``autocomp show RUN``: what the store remembers of past runs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+
+from autocomp.cli.common import EXIT_OK, CliError, unified_diff
+from autocomp.cli.render import fmt_speedup
+from autocomp.model import Candidate, Problem
+from autocomp.store import Store
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("runs", help="list runs in the store")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=list_runs)
+    s = sub.add_parser("show", help="summary, best diff and usage of one run")
+    s.add_argument("run")
+    s.add_argument("--json", action="store_true")
+    s.set_defaults(handler=show_run)
+
+
+def list_runs(args: argparse.Namespace) -> int:
+    store = Store.open()
+    try:
+        rows = [store.run_meta(r) or {"run_id": r} for r in store.run_ids()]
+    finally:
+        store.close()
+    if args.json:
+        print(json.dumps([{k: v for k, v in r.items() if k != "problem"} for r in rows], indent=2))
+        return EXIT_OK
+    if not rows:
+        print(f"no runs yet in {store.home}")
+        return EXIT_OK
+    print(f"{'RUN':40} {'STATUS':9} {'TARGET':8} {'KERNEL':20} {'BEST':>7}  MODELS")
+    for r in rows:
+        print(
+            f"{r.get('run_id', '?'):40} {r.get('status', '?'):9} {r.get('target', '?'):8} {str(r.get('kernel', '?'))[:20]:20} "
+            f"{fmt_speedup(r.get('speedup')):>7}  {', '.join(r.get('models', []))}"
+        )
+    return EXIT_OK
+
+
+def show_run(args: argparse.Namespace) -> int:
+    store = Store.open()
+    try:
+        meta = store.run_meta(args.run)
+        if meta is None:
+            raise CliError(f"no run {args.run!r} in {store.home} (list them with `autocomp runs`)")
+        events = list(store.events(args.run))
+    finally:
+        store.close()
+    candidates = {e["candidate"]["id"]: e["candidate"] for e in events if e.get("type") in ("candidate_evaluated", "baseline_evaluated")}
+    finished = next((e for e in reversed(events) if e.get("type") in ("run_finished", "run_failed")), None)
+    if args.json:
+        print(json.dumps({"meta": {k: v for k, v in meta.items() if k != "problem"}, "candidates": list(candidates.values()), "final": finished}, indent=2))
+        return EXIT_OK
+    problem = Problem.from_json(meta["problem"])
+    print(f"run {meta['run_id']}: {meta.get('status')} ({meta.get('reason', '')})")
+    print(f"  kernel {problem.name} ({problem.target}) in {problem.path}")
+    print(f"  models: {', '.join(meta.get('models', []))}")
+    print(f"  settings: " + ", ".join(f"{k}={v}" for k, v in meta.get("config", {}).items() if v is not None))
+    print(f"  candidates: {len(candidates) - 1 if candidates else 0} evaluated")
+    for spec, usage in (meta.get("usage") or {}).items():
+        print(f"  usage {spec}: {usage.get('calls', 0)} calls, {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens")
+    if finished and finished.get("type") == "run_failed":
+        print(f"  error: {finished.get('error')}")
+    best_id = meta.get("best")
+    if best_id and best_id in candidates and best_id != "start":
+        best = Candidate.from_json(candidates[best_id])
+        print(f"  best: {best.id} ({fmt_speedup(meta.get('speedup'))}) — {best.plan_summary()}")
+        for name, m in best.metrics.items():
+            print(f"    {name}: {m.display()}")
+        print()
+        print(unified_diff(problem.code, best.code, os.path.basename(problem.path)), end="")
+    else:
+        print("  no candidate beat the starting code")
+    return EXIT_OK

@@ -1,0 +1,58 @@
+"""Evaluation with the store in front: code already evaluated for this problem by this
+evaluator (same backend, version and settings) is never evaluated again, across runs and
+across a kill and resume. Concurrency is bounded here so that the beam search can hand
+candidates over one at a time, as soon as each is written, without oversubscribing the
+machine."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Sequence
+
+from autocomp.backends.base import Backend
+from autocomp.model import Evaluation, Problem, Verdict
+from autocomp.sandbox import cpu_slots
+from autocomp.store import Store
+
+
+class Evaluator:
+    def __init__(self, backend: Backend, store: Store | None, concurrency: int | None = None) -> None:
+        self.backend = backend
+        self.store = store
+        self._semaphore = asyncio.Semaphore(concurrency or cpu_slots())
+        self.evaluated = 0  # real (uncached) evaluations, for tests and reports
+        self.cache_hits = 0
+
+    def _key(self, problem: Problem, code: str) -> str:
+        return Store.eval_key(code, problem.content_hash(), self.backend.cache_identity())
+
+    def cached(self, problem: Problem, code: str) -> Evaluation | None:
+        if self.store is None:
+            return None
+        data = self.store.get(self._key(problem, code))
+        return Evaluation.from_json(data) if data is not None else None
+
+    async def evaluate_one(self, problem: Problem, code: str) -> Evaluation:
+        hit = self.cached(problem, code)
+        if hit is not None:
+            self.cache_hits += 1
+            return hit
+        async with self._semaphore:
+            start = time.monotonic()
+            try:
+                (result,) = await self.backend.evaluate(problem, [code])
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a backend bug must not take the run down
+                result = Evaluation(Verdict.RUNTIME_ERROR, feedback=f"evaluator failed: {type(exc).__name__}: {exc}")
+                return result  # not cached: it may be fixed by the next try
+            if not result.seconds:
+                result.seconds = time.monotonic() - start
+        self.evaluated += 1
+        if self.store is not None:
+            self.store.set(self._key(problem, code), result.to_json())
+        return result
+
+    async def evaluate(self, problem: Problem, codes: Sequence[str]) -> list[Evaluation]:
+        return list(await asyncio.gather(*(self.evaluate_one(problem, c) for c in codes)))

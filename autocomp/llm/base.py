@@ -1,0 +1,72 @@
+"""What an LLM call is, independent of provider: a request (system + user text, with a
+stable hash), a reply (text + usage), and the errors the pool knows how to handle."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+
+from autocomp.model import Usage, sha256
+
+
+class LLMConfigError(Exception):
+    """The LLM setup cannot work (unknown provider, missing key, unreadable replay file).
+    The message says how to fix it."""
+
+
+class LLMCallError(Exception):
+    """One call failed. ``retryable`` errors (429, 408, 409, 5xx, connection problems,
+    timeouts) are retried with backoff by the pool; others fail the call at once."""
+
+    def __init__(self, message: str, retryable: bool = False, status: int | None = None) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+        self.status = status
+
+
+class BudgetExhausted(Exception):
+    """A budget cap (calls, tokens, wall time) was reached; the run ends cleanly."""
+
+    def __init__(self, which: str) -> None:
+        super().__init__(f"budget reached: {which}")
+        self.which = which
+
+
+@dataclass(frozen=True)
+class LLMRequest:
+    system: str
+    user: str
+    kind: str  # "plan" | "implement" | "repair"
+    max_tokens: int = 8192
+
+    @property
+    def prompt_hash(self) -> str:
+        return sha256(self.system + "\x00" + self.user)
+
+
+@dataclass
+class LLMReply:
+    text: str
+    model: str
+    usage: Usage = field(default_factory=Usage)
+    cached: bool = False
+    replay: bool = False
+    seconds: float = 0.0
+    truncated: bool = False
+
+    def to_json(self) -> dict:
+        return {"text": self.text, "model": self.model, "usage": self.usage.to_json(), "truncated": self.truncated}
+
+
+class LLMClient(abc.ABC):
+    """One model behind one provider. ``spec`` is what the user wrote (``openai:gpt-4o``)."""
+
+    spec: str
+    is_replay: bool = False
+
+    @abc.abstractmethod
+    async def complete(self, request: LLMRequest, sample: int) -> LLMReply:
+        """One attempt; raises LLMCallError. Retries and timeouts belong to the pool."""
+
+    async def close(self) -> None:
+        return None

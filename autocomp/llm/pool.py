@@ -1,0 +1,125 @@
+"""The ensemble of models a run uses, with everything around a call that is not the
+provider's business: the store cache, the session recorder, bounded concurrency, retries
+with backoff, an overall per-call timeout, usage per model and the budget caps."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+from autocomp.llm.base import BudgetExhausted, LLMCallError, LLMClient, LLMReply, LLMRequest
+from autocomp.llm.session import SessionRecorder
+from autocomp.model import Usage
+from autocomp.store import Store
+
+
+@dataclass
+class Budget:
+    calls: int | None = None
+    tokens: int | None = None
+    seconds: float | None = None
+    started: float = field(default_factory=time.monotonic)
+    spent_calls: int = 0
+    spent_tokens: int = 0
+
+    def check(self) -> None:
+        """Raise BudgetExhausted when any cap is reached (cache hits are free)."""
+        if self.calls is not None and self.spent_calls >= self.calls:
+            raise BudgetExhausted("budget-calls")
+        if self.tokens is not None and self.spent_tokens >= self.tokens:
+            raise BudgetExhausted("budget-tokens")
+        if self.seconds is not None and time.monotonic() - self.started >= self.seconds:
+            raise BudgetExhausted("budget-time")
+
+
+class LLMPool:
+    def __init__(
+        self,
+        clients: list[LLMClient],
+        store: Store | None = None,
+        recorder: SessionRecorder | None = None,
+        concurrency: int = 8,
+        timeout: float = 300.0,
+        retries: int = 3,
+        backoff: float = 0.5,
+    ) -> None:
+        if not clients:
+            raise ValueError("an LLM pool needs at least one model")
+        self.clients = clients
+        self.store = store
+        self.recorder = recorder
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self.budget = Budget()
+        self.usage: dict[str, Usage] = {c.spec: Usage() for c in clients}
+        self.notices: list[str] = []
+        self._semaphore = asyncio.Semaphore(concurrency)
+
+    @property
+    def specs(self) -> list[str]:
+        return [c.spec for c in self.clients]
+
+    @property
+    def all_replay(self) -> bool:
+        return all(c.is_replay for c in self.clients)
+
+    def client_for(self, slot: int) -> LLMClient:
+        """Work is split evenly across the ensemble: slot i goes to model i mod M."""
+        return self.clients[slot % len(self.clients)]
+
+    async def ask(self, request: LLMRequest, slot: int, sample: int) -> LLMReply:
+        client = self.client_for(slot)
+        cache_model = client.spec
+        if self.store is not None and not client.is_replay:
+            cached = self.store.get_reply(cache_model, request.prompt_hash, sample)
+            if cached is not None:
+                reply = LLMReply(
+                    text=cached["text"],
+                    model=cached.get("model", cache_model),
+                    usage=Usage.from_json(cached.get("usage", {})),
+                    cached=True,
+                    truncated=bool(cached.get("truncated", False)),
+                )
+                self.usage[client.spec].cached_calls += 1
+                if self.recorder:
+                    self.recorder.record(request, sample, reply)
+                return reply
+        self.budget.check()
+        if not client.is_replay:
+            self.budget.spent_calls += 1
+        try:
+            reply = await asyncio.wait_for(self._call_with_retries(client, request, sample), timeout=self.timeout)
+        except asyncio.TimeoutError:
+            raise LLMCallError(f"{client.spec}: no reply within {self.timeout:g}s (retries included)") from None
+        reply.usage.calls = 1
+        self.usage[client.spec].add(reply.usage)
+        if not client.is_replay:
+            self.budget.spent_tokens += reply.usage.tokens
+        if self.store is not None and not client.is_replay:
+            self.store.put_reply(cache_model, request.prompt_hash, sample, reply.to_json())
+        if self.recorder:
+            self.recorder.record(request, sample, reply)
+        return reply
+
+    async def _call_with_retries(self, client: LLMClient, request: LLMRequest, sample: int) -> LLMReply:
+        attempt = 0
+        while True:
+            async with self._semaphore:
+                try:
+                    return await client.complete(request, sample)
+                except LLMCallError as exc:
+                    if not exc.retryable or attempt >= self.retries:
+                        raise
+                    error = exc
+            delay = min(8.0, self.backoff * (2**attempt))
+            self.notices.append(f"{client.spec}: {error}; retrying in {delay:.1f}s (attempt {attempt + 2}/{self.retries + 1})")
+            attempt += 1
+            await asyncio.sleep(delay)
+
+    async def close(self) -> None:
+        for client in self.clients:
+            await client.close()
+        if self.recorder:
+            self.recorder.close()

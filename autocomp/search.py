@@ -1,0 +1,406 @@
+"""The beam search of the Autocomp paper, as an async stream of events.
+
+Per iteration, for every beam member: ``plans`` plan prompts (each with its own dropout of
+the menu), ``implementations`` implementations per plan, every candidate evaluated as soon
+as it is written (one repair attempt for build/run failures), then the next beam is the best
+``beam`` of the old beam plus the children that beat their parent.
+
+All independent work runs concurrently: a plan's implementations start when that plan
+arrives, a candidate's evaluation when its code arrives. Decisions never depend on the order
+in which concurrent work finishes (seeds and model slots come from positions, results are
+gathered in position order), so the same seed and the same replies give the same run, and a
+resumed run replays the cached replies and evaluations to the exact point it was killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import AsyncIterator
+
+from autocomp.backends.base import Backend
+from autocomp.beam import improves, primary_value, rank_key, select_beam
+from autocomp.config import SearchConfig
+from autocomp.evaluator import Evaluator
+from autocomp.events import (
+    BaselineEvaluated,
+    BeamEntry,
+    BeamUpdated,
+    CandidateEvaluated,
+    Event,
+    IterationFinished,
+    Notice,
+    PlansProposed,
+    RunFailed,
+    RunFinished,
+    RunStarted,
+)
+from autocomp.extract import extract_code, plan_text
+from autocomp.llm.base import BudgetExhausted, LLMCallError, LLMReply
+from autocomp.llm.pool import LLMPool
+from autocomp.menu import rng_for, sample_menu
+from autocomp.model import Candidate, Evaluation, Problem, Usage, Verdict, speedup
+from autocomp.prompting import implement_request, plan_request, repair_request
+from autocomp.store import Store
+
+_DONE = object()
+
+
+class BeamSearch:
+    def __init__(
+        self,
+        problem: Problem,
+        backend: Backend,
+        pool: LLMPool,
+        config: SearchConfig,
+        store: Store | None,
+        run_id: str | None = None,
+        seed_plans: list[str] | None = None,
+        resumed: bool = False,
+        evaluator: Evaluator | None = None,
+    ) -> None:
+        self.problem = problem
+        self.backend = backend
+        self.pool = pool
+        self.config = config.validate()
+        self.store = store
+        self.resumed = resumed
+        self.run_id = run_id or (store.new_run_id(problem.name) if store else f"run-{int(time.time())}")
+        self.seed_plans = list(seed_plans or [])
+        self.evaluator = evaluator or Evaluator(backend, store)
+        self.pieces = backend.prompt_pieces()
+        self.metric = backend.primary_metric
+        self.lower_is_better = backend.lower_is_better
+        self.candidates: dict[str, Candidate] = {}
+        self.baseline: Candidate | None = None
+        self.best: Candidate | None = None
+        self.evaluated_total = 0
+        self.finish_reason: str | None = None
+        self._queue: asyncio.Queue[object] = asyncio.Queue()
+        self._seq = 0
+        self._stopping = False
+        self._work: asyncio.Task[list[Candidate]] | None = None
+        self._notices_seen = 0
+
+    # -- public ----------------------------------------------------------------------
+    async def run(self) -> AsyncIterator[Event]:
+        """Yield events until the run finishes, fails or is stopped. Cancelling the
+        consumer cancels all work (and so kills evaluator processes)."""
+        driver = asyncio.create_task(self._drive())
+        try:
+            while True:
+                item = await self._queue.get()
+                if item is _DONE:
+                    break
+                yield item  # type: ignore[misc]
+        finally:
+            if not driver.done():
+                driver.cancel()
+                try:
+                    await driver
+                except (asyncio.CancelledError, Exception):
+                    pass
+
+    def stop(self) -> None:
+        """End the run cleanly with the best so far (reason ``cancelled``)."""
+        self._stopping = True
+        if self._work is not None and not self._work.done():
+            self._work.cancel()
+
+    # -- driving ---------------------------------------------------------------------
+    def _emit(self, event: Event) -> None:
+        if self.store is not None:
+            self.store.append_event(self.run_id, self._seq, event.to_json())
+        self._seq += 1
+        self._queue.put_nowait(event)
+
+    def _flush_notices(self) -> None:
+        while self._notices_seen < len(self.pool.notices):
+            self._emit(Notice(self.run_id, "warning", self.pool.notices[self._notices_seen]))
+            self._notices_seen += 1
+
+    def _save_meta(self, status: str, **extra: object) -> None:
+        if self.store is None:
+            return
+        meta = self.store.run_meta(self.run_id) or {}
+        meta.update(
+            {
+                "run_id": self.run_id,
+                "problem": self.problem.to_json(),
+                "config": self.config.to_json(),
+                "models": self.pool.specs,
+                "target": self.problem.target,
+                "kernel": self.problem.name,
+                "path": self.problem.path,
+                "status": status,
+                "updated": time.strftime("%Y-%m-%d %H:%M:%S"),
+                "seed_plans": self.seed_plans,
+            }
+        )
+        meta.setdefault("created", meta["updated"])
+        meta.update(extra)
+        self.store.save_run_meta(self.run_id, meta)
+
+    async def _drive(self) -> None:
+        try:
+            await self._search()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # report, never crash the host (server or CLI)
+            self._save_meta("failed", error=f"{type(exc).__name__}: {exc}")
+            self._emit(RunFailed(self.run_id, f"{type(exc).__name__}: {exc}", self.best))
+        finally:
+            self._queue.put_nowait(_DONE)
+
+    async def _search(self) -> None:
+        tier = self.backend.tier()
+        self.pool.budget.calls = self.config.budget_calls
+        self.pool.budget.tokens = self.config.budget_tokens
+        self.pool.budget.seconds = self.config.budget_seconds
+        self._save_meta("running")
+        self._emit(
+            RunStarted(
+                self.run_id,
+                path=self.problem.path,
+                kernel=self.problem.name,
+                target=self.problem.target,
+                config=self.config.to_json(),
+                models=self.pool.specs,
+                tier=tier.name,
+                confirms=tier.confirms,
+                replay=self.pool.all_replay,
+                primary_metric=self.metric,
+                resumed=self.resumed,
+            )
+        )
+        baseline = Candidate(id="start", code=self.problem.code)
+        baseline.evaluation = await self.evaluator.evaluate_one(self.problem, baseline.code)
+        self.candidates[baseline.id] = baseline
+        self.baseline = self.best = baseline
+        self._emit(BaselineEvaluated(self.run_id, baseline))
+        if baseline.verdict is not Verdict.CORRECT or primary_value(baseline, self.metric) is None:
+            message = (
+                f"the starting kernel could not be measured ({baseline.verdict.value} on {tier.name}); "
+                "Autocomp needs a correct, measured starting point. "
+                + (baseline.feedback.strip()[:1500] or tier.note)
+            )
+            self._save_meta("failed", error=message)
+            self._emit(RunFailed(self.run_id, message, baseline))
+            return
+
+        beam = [baseline]
+        stale = 0
+        reason = "completed"
+        for iteration in range(1, self.config.iterations + 1):
+            self._work = asyncio.create_task(self._iteration(iteration, beam))
+            try:
+                children = await self._work
+            except asyncio.CancelledError:
+                if not self._stopping:
+                    raise
+                reason = "cancelled"
+                break
+            finally:
+                self._flush_notices()
+            parents = {c.id: c for c in beam}
+            beam = select_beam(beam, children, parents, self.config.beam, self.metric, self.lower_is_better, self.config.min_improvement)
+            self._emit(BeamUpdated(self.run_id, iteration, [self._entry(c) for c in beam]))
+            new_best = beam[0]
+            improved = new_best.id != self.best.id and improves(new_best, self.best, self.metric, self.lower_is_better)
+            if improved:
+                self.best = new_best
+            stale = 0 if improved else stale + 1
+            self._emit(
+                IterationFinished(
+                    self.run_id,
+                    iteration=iteration,
+                    iterations=self.config.iterations,
+                    evaluated_total=self.evaluated_total,
+                    best_id=self.best.id,
+                    best_speedup=self._speedup(self.best),
+                    improved=improved,
+                )
+            )
+            self._save_meta("running", best=self.best.id, speedup=self._speedup(self.best), iteration=iteration)
+            if self.finish_reason:
+                reason = self.finish_reason
+                break
+            if self._stopping:
+                reason = "cancelled"
+                break
+            if self.config.early_stop and stale >= self.config.early_stop and iteration < self.config.iterations:
+                reason = "early-stop"
+                break
+        self._finish(reason)
+
+    def _finish(self, reason: str) -> None:
+        assert self.best is not None and self.baseline is not None
+        usage = {spec: Usage(**u.to_json()) for spec, u in self.pool.usage.items()}
+        best_speedup = self._speedup(self.best)
+        self._save_meta("finished", reason=reason, best=self.best.id, speedup=best_speedup, usage={k: v.to_json() for k, v in usage.items()})
+        self._emit(
+            RunFinished(
+                self.run_id,
+                reason=reason,
+                best=self.best,
+                baseline=self.baseline,
+                speedup=best_speedup,
+                primary_metric=self.metric,
+                confirmed=self.best.evaluation.confirmed,
+                usage=usage,
+                evaluated_total=self.evaluated_total,
+                replay=self.pool.all_replay,
+            )
+        )
+
+    # -- one iteration ---------------------------------------------------------------
+    async def _iteration(self, iteration: int, beam: list[Candidate]) -> list[Candidate]:
+        branches = [
+            self._plan_branch(iteration, b, parent, j)
+            for b, parent in enumerate(beam)
+            for j in range(self.config.plans)
+        ]
+        results = await asyncio.gather(*branches)
+        return [child for branch in results for child in branch]
+
+    async def _ask(self, request, slot: int, sample: int) -> LLMReply | str:
+        """A reply, or the error text when the call failed for good."""
+        try:
+            return await self.pool.ask(request, slot, sample)
+        except BudgetExhausted as exc:
+            self.finish_reason = self.finish_reason or exc.which
+            return f"not asked: {exc}"
+        except LLMCallError as exc:
+            self.pool.notices.append(str(exc))
+            return str(exc)
+        finally:
+            self._flush_notices()
+
+    async def _plan_branch(self, iteration: int, b: int, parent: Candidate, j: int) -> list[Candidate]:
+        if self.finish_reason:
+            return []
+        slot = b * self.config.plans + j
+        seeded = iteration == 1 and b == 0 and j < len(self.seed_plans)
+        if seeded:
+            plan, plan_models, plan_usage = self.seed_plans[j], ["(plan reused from an earlier run)"], Usage()
+        else:
+            menu = sample_menu(self.pieces.menu, self.config.keep, rng_for(self.config.seed, iteration, parent.id, j))
+            request = plan_request(
+                self.pieces,
+                self.problem.name,
+                parent,
+                self._path_to(parent),
+                menu,
+                iteration,
+                self.config.iterations,
+                self.metric,
+                self.backend.tier().name,
+            )
+            reply = await self._ask(request, slot, sample=j)
+            if isinstance(reply, str):
+                return []
+            plan, plan_models, plan_usage = plan_text(reply.text), [reply.model], reply.usage
+            if not plan:
+                self.pool.notices.append(f"{reply.model}: empty plan reply (iteration {iteration}); skipped")
+                return []
+        self._emit(PlansProposed(self.run_id, iteration, parent.id, [plan], plan_models))
+        implementations = [
+            self._implement(iteration, b, parent, j, k, plan, plan_models, plan_usage if k == 0 else Usage())
+            for k in range(self.config.implementations)
+        ]
+        results = await asyncio.gather(*implementations)
+        return [c for pair in results for c in pair]
+
+    async def _implement(
+        self,
+        iteration: int,
+        b: int,
+        parent: Candidate,
+        j: int,
+        k: int,
+        plan: str,
+        plan_models: list[str],
+        plan_usage: Usage,
+    ) -> list[Candidate]:
+        if self.finish_reason:
+            return []
+        slot = (b * self.config.plans + j) * self.config.implementations + k
+        candidate_id = f"i{iteration}.b{b}.p{j}.k{k}"
+        request = implement_request(self.pieces, self.problem.name, parent, plan)
+        reply = await self._ask(request, slot, sample=k)
+        candidate = Candidate(id=candidate_id, code="", plan=plan, parent=parent.id, iteration=iteration)
+        candidate.usage.add(plan_usage)
+        candidate.models = list(plan_models)
+        if isinstance(reply, str):
+            if self.finish_reason and reply.startswith("not asked"):
+                return []
+            candidate.evaluation = Evaluation(Verdict.LLM_ERROR, feedback=reply)
+            self._record(iteration, candidate)
+            return [candidate]
+        candidate.models.append(reply.model)
+        candidate.usage.add(reply.usage)
+        candidate.llm_seconds = reply.seconds
+        found = [candidate]
+        await self._fill_and_evaluate(iteration, candidate, reply)
+        if self.config.repair and candidate.verdict.repairable and not self.finish_reason:
+            repaired = await self._repair(iteration, slot, candidate)
+            if repaired is not None:
+                found.append(repaired)
+        return found
+
+    async def _fill_and_evaluate(self, iteration: int, candidate: Candidate, reply: LLMReply) -> None:
+        extraction = extract_code(reply.text, self.pieces.language, self.problem.name)
+        if extraction.code is None:
+            candidate.evaluation = Evaluation(Verdict.NO_CODE, feedback=extraction.problem)
+        else:
+            candidate.code = extraction.code
+            candidate.evaluation = await self.evaluator.evaluate_one(self.problem, candidate.code)
+        self._record(iteration, candidate)
+
+    async def _repair(self, iteration: int, slot: int, failed: Candidate) -> Candidate | None:
+        request = repair_request(self.pieces, self.problem.name, failed)
+        reply = await self._ask(request, slot, sample=0)
+        if isinstance(reply, str):
+            return None
+        repaired = Candidate(
+            id=failed.id + ".r",
+            code="",
+            plan=failed.plan,
+            parent=failed.parent,
+            iteration=iteration,
+            models=failed.models + [reply.model],
+            repaired_from=failed.id,
+            usage=Usage(**reply.usage.to_json()),
+            llm_seconds=reply.seconds,
+        )
+        await self._fill_and_evaluate(iteration, repaired, reply)
+        return repaired
+
+    # -- bookkeeping -----------------------------------------------------------------
+    def _record(self, iteration: int, candidate: Candidate) -> None:
+        self.candidates[candidate.id] = candidate
+        self.evaluated_total += 1
+        parent = self.candidates.get(candidate.parent or "")
+        improving = parent is not None and improves(candidate, parent, self.metric, self.lower_is_better, self.config.min_improvement)
+        self._emit(CandidateEvaluated(self.run_id, iteration, candidate, self._speedup(candidate), improving, self.evaluated_total))
+
+    def _speedup(self, candidate: Candidate) -> float | None:
+        if self.baseline is None or candidate.verdict is not Verdict.CORRECT:
+            return None
+        return speedup(self.baseline.metrics.get(self.metric), candidate.metrics.get(self.metric), self.lower_is_better)
+
+    def _entry(self, candidate: Candidate) -> BeamEntry:
+        return BeamEntry(candidate.id, candidate.plan_summary(), candidate.metrics.get(self.metric), self._speedup(candidate), candidate.iteration)
+
+    def _path_to(self, candidate: Candidate) -> list[Candidate]:
+        path = []
+        node: Candidate | None = candidate
+        while node is not None:
+            path.append(node)
+            node = self.candidates.get(node.parent or "")
+        return list(reversed(path))
+
+    def ranked(self) -> list[Candidate]:
+        """Correct, measured candidates, best first (for reports and the editor)."""
+        measured = [c for c in self.candidates.values() if c.verdict is Verdict.CORRECT and primary_value(c, self.metric) is not None]
+        return sorted(measured, key=lambda c: rank_key(c, self.metric, self.lower_is_better))

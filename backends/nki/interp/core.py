@@ -1,0 +1,530 @@
+"""Interpreter state: allocations, tensor views, indexing, constraint checks, the trace.
+
+Design: every NKI tensor is a *view* (:class:`Tensor`) onto an :class:`Allocation` that owns
+two NumPy arrays, the data and a boolean "written" mask of the same shape. Instructions
+read and write whole views at once (vectorised NumPy, never a Python loop per element).
+New on-chip and output buffers start as NaN and unwritten, so a read of memory nobody
+wrote is caught exactly, and an output that the kernel did not fully store is caught
+before any comparison.
+
+The hardware limits enforced here are those of a trn1 NeuronCore-v2 (see ``LIMITS``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import sys
+import weakref
+from typing import Any, Callable, Iterable
+
+import numpy as np
+
+from autocomp.backends.nki.interp.errors import NkiError
+from autocomp.backends.nki.trace import Instr
+
+try:  # bfloat16 and fp8 come from ml_dtypes; the interpreter needs it for those dtypes only
+    import ml_dtypes as _mld
+except ImportError:  # pragma: no cover - install.sh installs it
+    _mld = None
+
+_INTERP_DIR = os.path.dirname(os.path.abspath(__file__))
+
+# NeuronCore-v2 (trn1) limits; numbers from the public NKI docs (see cost_params.toml).
+LIMITS: dict[str, int] = {
+    "pmax": 128,  # partitions
+    "sbuf_bytes_per_partition": 192 * 1024,
+    "psum_bytes_per_partition": 16 * 1024,
+    "psum_tile_bytes_per_partition": 2 * 1024,
+    "stationary_fmax": 128,
+    "moving_fmax": 512,
+}
+
+HBM_BUFFERS = ("hbm", "shared_hbm", "private_hbm")
+ON_CHIP = ("sbuf", "psum")
+
+
+class BufferKind(str):
+    """``nl.sbuf``, ``nl.psum``, ``nl.hbm``…: a named memory."""
+
+    def __repr__(self) -> str:
+        return f"nl.{str(self)}"
+
+
+# ---------------------------------------------------------------------------- state
+class State:
+    """Everything one kernel run accumulates. Reset by :func:`begin_run`."""
+
+    def __init__(self) -> None:
+        self.style: str | None = None  # "new" (import nki) or "old" (neuronxcc.nki)
+        self.kernel_file: str = ""
+        self.trace: list[Instr] = []
+        self.used: dict[str, int] = {"sbuf": 0, "psum": 0}
+        self.live: "weakref.WeakValueDictionary[int, Allocation]" = weakref.WeakValueDictionary()
+        self.gen = next(_GENERATIONS)
+        self.reverse_affine: bool = False
+        self.active: bool = False
+        self.ids = itertools.count(1)
+        self.hbm_ids = itertools.count(-1, -1)
+        self.program_ids: tuple[int, ...] = ()
+        self.grid: tuple[int, ...] = ()
+        self.shared_memo: dict[tuple, "Allocation"] = {}
+        self.shared_counter = itertools.count()
+        self.last_act_func: str | None = None
+
+
+_GENERATIONS = itertools.count()
+STATE = State()
+
+
+def begin_run(kernel_file: str = "", reverse_affine: bool = False) -> None:
+    """Start a fresh kernel run (keeps the API style chosen by the imports)."""
+    style = STATE.style
+    STATE.__init__()
+    STATE.style = style
+    STATE.kernel_file = os.path.abspath(kernel_file) if kernel_file else ""
+    STATE.reverse_affine = reverse_affine
+    STATE.active = True
+
+
+def end_run() -> list[Instr]:
+    STATE.active = False
+    return STATE.trace
+
+
+# ---------------------------------------------------------------------------- sites
+def call_site() -> tuple[str, int]:
+    """File and line of the kernel source that made the current NKI call."""
+    frame = sys._getframe(1)
+    fallback: tuple[str, int] | None = None
+    kernel_file = STATE.kernel_file
+    while frame is not None:
+        fname = frame.f_code.co_filename
+        if kernel_file and os.path.abspath(fname) == kernel_file:
+            return fname, frame.f_lineno
+        if fallback is None and not os.path.abspath(fname).startswith(_INTERP_DIR):
+            fallback = (fname, frame.f_lineno)
+        frame = frame.f_back
+    return fallback or ("<kernel>", 0)
+
+
+def fail(kind: str, message: str, call: str = "", limit: str = "", static: bool = False) -> NkiError:
+    """Build an :class:`NkiError` located at the kernel line making the call (raise it)."""
+    file, line = call_site()
+    return NkiError(kind, message, call=call, limit=limit, file=file, line=line, static=static)
+
+
+# ---------------------------------------------------------------------------- dtypes
+def _dtype_table() -> dict[str, np.dtype]:
+    table = {
+        "float32": np.dtype(np.float32),
+        "float16": np.dtype(np.float16),
+        "int32": np.dtype(np.int32),
+        "uint32": np.dtype(np.uint32),
+        "int16": np.dtype(np.int16),
+        "uint16": np.dtype(np.uint16),
+        "int8": np.dtype(np.int8),
+        "uint8": np.dtype(np.uint8),
+        "bool_": np.dtype(np.bool_),
+        "tfloat32": np.dtype(np.float32),  # stored as fp32; TensorE rounds operands
+    }
+    if _mld is not None:
+        table["bfloat16"] = np.dtype(_mld.bfloat16)
+        table["float8_e4m3"] = np.dtype(_mld.float8_e4m3fn)
+        table["float8_e5m2"] = np.dtype(_mld.float8_e5m2)
+    return table
+
+
+DTYPES = _dtype_table()
+
+
+def as_dtype(dtype: Any, call: str = "") -> np.dtype:
+    """Accept nl.float32, np.float32, 'bfloat16', ml_dtypes types."""
+    if isinstance(dtype, str):
+        if dtype in DTYPES:
+            return DTYPES[dtype]
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        raise fail("bad-dtype", f"unsupported dtype {dtype!r}; use nl.float32, nl.bfloat16, nl.float16, nl.int32, …", call) from None
+
+
+def dtype_name(dt: np.dtype) -> str:
+    for name, d in DTYPES.items():
+        if d == dt and name != "tfloat32":
+            return name
+    return str(dt)
+
+
+def is_float(dt: np.dtype) -> bool:
+    return dt.kind == "f" or dtype_name(dt) in ("bfloat16", "float8_e4m3", "float8_e5m2")
+
+
+# ---------------------------------------------------------------------------- memory
+def _release(gen: int, buffer: str, nbytes: int) -> None:
+    if gen == STATE.gen:  # allocations of an earlier run must not credit this one
+        STATE.used[buffer] = STATE.used.get(buffer, 0) - nbytes
+
+
+class Allocation:
+    """One tensor's storage: data plus written-mask, in a named buffer."""
+
+    __slots__ = ("id", "buffer", "data", "written", "name", "line", "bytes_pp", "is_input", "counted", "__weakref__")
+
+    def __init__(self, shape: tuple[int, ...], dtype: np.dtype, buffer: str, name: str = "", *,
+                 data: np.ndarray | None = None, count: bool = True, call: str = "nl.ndarray") -> None:
+        shape = tuple(int(s) for s in shape)
+        if any(s <= 0 for s in shape):
+            raise fail("bad-shape", f"shape {shape} has a non-positive dimension", call)
+        self.buffer = str(buffer)
+        on_chip = self.buffer in ON_CHIP
+        self.id = next(STATE.ids) if on_chip else next(STATE.hbm_ids)
+        self.name = name
+        _, self.line = call_site()
+        self.is_input = False
+        self.counted = False
+        itemsize = np.dtype(dtype).itemsize
+        self.bytes_pp = int(np.prod(shape[1:], dtype=np.int64)) * itemsize if on_chip else 0
+        if on_chip:
+            if len(shape) < 1:
+                raise fail("bad-shape", "on-chip tensors need a partition dimension", call)
+            if shape[0] > LIMITS["pmax"]:
+                raise fail(
+                    "partition-limit",
+                    f"{self.buffer} tensor of shape {shape} has partition dimension {shape[0]}",
+                    call,
+                    f"partition dimension (axis 0) <= {LIMITS['pmax']}",
+                )
+            if self.buffer == "psum" and self.bytes_pp > LIMITS["psum_tile_bytes_per_partition"]:
+                raise fail(
+                    "psum-tile-limit",
+                    f"PSUM tile of shape {shape} ({dtype_name(np.dtype(dtype))}) needs {self.bytes_pp} bytes per partition",
+                    call,
+                    "PSUM tile <= 2 KiB per partition (512 fp32 elements)",
+                )
+            if count:
+                cap = LIMITS["sbuf_bytes_per_partition" if self.buffer == "sbuf" else "psum_bytes_per_partition"]
+                if STATE.used[self.buffer] + self.bytes_pp > cap:
+                    raise fail(
+                        "capacity",
+                        f"allocating {shape} {dtype_name(np.dtype(dtype))} ({self.bytes_pp} B/partition) with "
+                        f"{STATE.used[self.buffer]} B/partition of {self.buffer.upper()} already live; "
+                        f"largest live: {_largest_live(self.buffer)}",
+                        call,
+                        f"{self.buffer.upper()} {cap // 1024} KiB per partition over live allocations",
+                    )
+                STATE.used[self.buffer] += self.bytes_pp
+                self.counted = True
+                weakref.finalize(self, _release, STATE.gen, self.buffer, self.bytes_pp)
+                STATE.live[self.id] = self
+        if data is not None:
+            self.data = data
+            self.written = np.ones(shape, dtype=bool)
+        else:
+            self.data = np.empty(shape, dtype=dtype)
+            if is_float(np.dtype(dtype)):
+                self.data.fill(np.nan)
+            else:
+                self.data.fill(0)
+            self.written = np.zeros(shape, dtype=bool)
+
+
+def _largest_live(buffer: str) -> str:
+    items = [a for a in list(STATE.live.values()) if a.buffer == buffer]
+    items.sort(key=lambda a: -a.bytes_pp)
+    return ", ".join(f"{a.name or 'tensor'}{tuple(a.data.shape)} from line {a.line} ({a.bytes_pp} B)" for a in items[:3]) or "none"
+
+
+# Operator hooks filled in by language.py (tile arithmetic of the older functional API).
+OPS: dict[str, Callable[..., Any]] = {}
+
+
+def _is_index_array(k: Any) -> bool:
+    return isinstance(k, np.ndarray) or (isinstance(k, (list, tuple)) and k and not isinstance(k, str))
+
+
+class Tensor:
+    """A view of an allocation: what kernels index, pass to instructions and return."""
+
+    __slots__ = ("alloc", "data", "written", "key", "fresh", "from_tensor_engine", "producer", "__weakref__")
+
+    def __init__(self, alloc: Allocation, data: np.ndarray, written: np.ndarray, key: tuple | None = None) -> None:
+        self.alloc = alloc
+        self.data = data
+        self.written = written
+        self.key = key
+        self.fresh = False
+        self.from_tensor_engine = False
+        self.producer = -1
+
+    # -- metadata -------------------------------------------------------------------
+    @property
+    def buffer(self) -> BufferKind:
+        return BufferKind(self.alloc.buffer)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.alloc.data.dtype
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        if self.key is None:
+            return tuple(self.data.shape)
+        return tuple(self.data[self.key].shape) if self.data.size else ()
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def on_chip(self) -> bool:
+        return self.alloc.buffer in ON_CHIP
+
+    @property
+    def is_hbm(self) -> bool:
+        return self.alloc.buffer in HBM_BUFFERS
+
+    def __repr__(self) -> str:
+        return f"<nki tensor {self.shape} {dtype_name(self.dtype)} in {self.alloc.buffer}>"
+
+    def __len__(self) -> int:
+        return self.shape[0]
+
+    def __bool__(self) -> bool:
+        raise fail("data-dependent-control", "a tensor has no truth value at trace time; NKI control flow cannot depend on tensor data")
+
+    def __iter__(self):
+        raise fail("bad-iteration", "iterate over nl.affine_range(n) and index the tensor, not over the tensor itself")
+
+    # -- indexing -------------------------------------------------------------------
+    def __getitem__(self, key: Any) -> "Tensor":
+        key = normalize_key(key, self.shape, "tensor[...]")
+        if self.key is not None:
+            raise fail("nested-index", "this view was made with index arrays (nl.arange/nl.mgrid); index the original tensor once with the combined indices", "tensor[...]")
+        if any(isinstance(k, np.ndarray) for k in key):
+            return Tensor(self.alloc, self.data, self.written, key)
+        return Tensor(self.alloc, self.data[key], self.written[key], None)
+
+    def values(self) -> np.ndarray:
+        return self.data if self.key is None else self.data[self.key]
+
+    def written_mask(self) -> np.ndarray:
+        return self.written if self.key is None else self.written[self.key]
+
+    def store(self, values: np.ndarray, mask: np.ndarray | None = None) -> None:
+        """Write ``values`` (any float dtype) into this view, rounding to its dtype."""
+        shape = self.shape
+        values = np.asarray(values)
+        if values.shape != shape:
+            try:
+                values = np.broadcast_to(values, shape)
+            except ValueError:
+                raise fail("shape-mismatch", f"cannot write a {values.shape} result into a {shape} tile") from None
+        cast = _cast(values, self.dtype)
+        if mask is not None:
+            mask = np.broadcast_to(np.asarray(mask, dtype=bool), shape)
+            if self.key is None:
+                self.data[mask] = cast[mask]
+                self.written[mask] = True
+            else:
+                idx = _expand_key(self.key, shape)
+                sel = tuple(i[mask] for i in idx)
+                self.data[sel] = cast[mask]
+                self.written[sel] = True
+            return
+        if self.key is None:
+            self.data[...] = cast
+            self.written[...] = True
+        else:
+            self.data[self.key] = cast
+            self.written[self.key] = True
+
+    # -- old-API conveniences -----------------------------------------------------------
+    def __setitem__(self, key: Any, value: Any) -> None:
+        OPS["setitem"](self, key, value)
+
+    def broadcast_to(self, shape: Iterable[int]) -> "Tensor":
+        return OPS["broadcast_to"](self, tuple(shape))
+
+    def reshape(self, shape: Iterable[int]) -> "Tensor":
+        shape = tuple(int(s) for s in shape)
+        if not self.is_hbm or self.key is not None:
+            raise fail("reshape", "only whole HBM tensors can be reshaped (a view of the same bytes); reshape on-chip data by copying", "tensor.reshape")
+        try:
+            data = self.data.reshape(shape)
+            written = self.written.reshape(shape)
+        except ValueError:
+            raise fail("reshape", f"cannot reshape {self.shape} into {shape}", "tensor.reshape") from None
+        if not np.shares_memory(data, self.data):
+            raise fail("reshape", "reshape of a non-contiguous HBM view would copy data", "tensor.reshape")
+        return Tensor(self.alloc, data, written, None)
+
+    def view(self, dtype: Any) -> "Tensor":
+        raise fail("unsupported", "tensor.view(dtype) is not supported by this interpreter", "tensor.view")
+
+    def __add__(self, o): return OPS["binary"]("add", self, o)
+    def __radd__(self, o): return OPS["binary"]("add", o, self)
+    def __sub__(self, o): return OPS["binary"]("subtract", self, o)
+    def __rsub__(self, o): return OPS["binary"]("subtract", o, self)
+    def __mul__(self, o): return OPS["binary"]("multiply", self, o)
+    def __rmul__(self, o): return OPS["binary"]("multiply", o, self)
+    def __truediv__(self, o): return OPS["binary"]("divide", self, o)
+    def __rtruediv__(self, o): return OPS["binary"]("divide", o, self)
+    def __neg__(self): return OPS["binary"]("multiply", self, -1.0)
+    def __pow__(self, o): return OPS["binary"]("power", self, o)
+    def __iadd__(self, o): return OPS["inplace"]("add", self, o)
+    def __isub__(self, o): return OPS["inplace"]("subtract", self, o)
+    def __imul__(self, o): return OPS["inplace"]("multiply", self, o)
+    def __itruediv__(self, o): return OPS["inplace"]("divide", self, o)
+
+
+def _cast(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Round to the destination dtype (RNE via NumPy/ml_dtypes); ints saturate-free cast."""
+    if values.dtype == dtype:
+        return values
+    if dtype.kind in "iu" and values.dtype.kind == "f":
+        info = np.iinfo(dtype)
+        with np.errstate(invalid="ignore"):
+            return np.clip(np.nan_to_num(values), info.min, info.max).astype(dtype)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return values.astype(dtype)
+
+
+def normalize_key(key: Any, shape: tuple[int, ...], call: str) -> tuple:
+    """Check bounds of an index (ints, slices, index arrays) and return a tuple key.
+
+    NumPy silently clips slices that run past the end; NKI must not, so every slice and
+    index array is checked here.
+    """
+    if not isinstance(key, tuple):
+        key = (key,)
+    out: list[Any] = []
+    n_explicit = sum(1 for k in key if k is not Ellipsis and k is not None)
+    if n_explicit > len(shape):
+        raise fail("index", f"{n_explicit} indices for a tensor of shape {shape}", call)
+    dim = 0
+    for k in key:
+        if k is Ellipsis:
+            skip = len(shape) - n_explicit
+            out.extend([slice(None)] * skip)
+            dim += skip
+            continue
+        if k is None:
+            out.append(None)
+            continue
+        size = shape[dim]
+        if isinstance(k, Tensor):
+            raise fail("dynamic-index", "indexing with a tensor's values (dynamic indexing) is not supported; use loop variables and nl.arange", call)
+        if isinstance(k, slice):
+            start, stop, step = k.start, k.stop, k.step
+            for v in (start, stop, step):
+                if v is not None and not isinstance(v, (int, np.integer)):
+                    raise fail("index", f"slice bounds must be integers, got {v!r}", call)
+            if step is not None and step <= 0:
+                raise fail("index", f"slice step must be positive, got {step}", call)
+            lo = 0 if start is None else int(start)
+            hi = size if stop is None else int(stop)
+            if lo < 0 or hi > size or lo >= hi:
+                raise fail(
+                    "out-of-bounds",
+                    f"slice {lo}:{hi} on axis {dim} of a tensor of shape {shape}",
+                    call,
+                    f"0 <= start < stop <= {size}",
+                )
+            out.append(slice(lo, hi, step))
+        elif isinstance(k, (int, np.integer)):
+            i = int(k)
+            if not (0 <= i < size):
+                raise fail("out-of-bounds", f"index {i} on axis {dim} of a tensor of shape {shape}", call, f"0 <= index < {size}")
+            out.append(i)
+        elif _is_index_array(k):
+            arr = np.asarray(k)
+            if arr.dtype.kind not in "iu":
+                raise fail("index", f"index array on axis {dim} must hold integers, got {arr.dtype}", call)
+            if arr.size and (arr.min() < 0 or arr.max() >= size):
+                raise fail(
+                    "out-of-bounds",
+                    f"index expression on axis {dim} spans {int(arr.min())}..{int(arr.max())} but the tensor of shape {shape} has {size} there",
+                    call,
+                    f"0 <= index < {size}",
+                )
+            out.append(arr)
+        else:
+            raise fail("index", f"unsupported index {k!r}", call)
+        dim += 1
+    return tuple(out)
+
+
+def _expand_key(key: tuple, shape: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    """Full broadcast index arrays for an array-style key (used for masked writes)."""
+    if any(isinstance(k, slice) or k is None for k in key):
+        raise fail("mask", "masks need an index made only of nl.arange/nl.mgrid expressions and integers (no slices)")
+    arrays = [np.asarray(k) for k in key]
+    return tuple(np.broadcast_to(a, shape) for a in np.broadcast_arrays(*arrays))
+
+
+# ---------------------------------------------------------------------------- tensors
+def new_tensor(shape: Iterable[int], dtype: Any, buffer: Any, name: str = "", call: str = "nl.ndarray",
+               count: bool = True) -> Tensor:
+    shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    buf = str(buffer) if buffer is not None else "sbuf"
+    if buf not in ON_CHIP + HBM_BUFFERS:
+        raise fail("bad-buffer", f"unknown buffer {buffer!r}; use nl.sbuf, nl.psum, nl.hbm or nl.shared_hbm", call)
+    dt = as_dtype(dtype, call)
+    if buf == "shared_hbm" and STATE.grid:
+        # SPMD launches: every program instance sees the same shared output tensor.
+        key = (next(STATE.shared_counter), shape, dt.str)
+        alloc = STATE.shared_memo.get(key)
+        if alloc is None:
+            alloc = Allocation(shape, dt, buf, name, count=count, call=call)
+            STATE.shared_memo[key] = alloc
+    else:
+        alloc = Allocation(shape, dt, buf, name, count=count, call=call)
+    return Tensor(alloc, alloc.data, alloc.written)
+
+
+def input_tensor(array: np.ndarray, name: str) -> Tensor:
+    """Wrap a host array as a kernel argument living in HBM (its own copy)."""
+    arr = np.array(array, copy=True)
+    alloc = Allocation(arr.shape, arr.dtype, "hbm", name, data=arr, count=False, call="kernel argument")
+    alloc.is_input = True
+    return Tensor(alloc, alloc.data, alloc.written)
+
+
+def require_tensor(x: Any, what: str, call: str) -> Tensor:
+    if not isinstance(x, Tensor):
+        raise fail("bad-operand", f"{what} must be an NKI tensor/tile, got {type(x).__name__}", call)
+    return x
+
+
+def read(t: Tensor, what: str, call: str, mask: np.ndarray | None = None) -> np.ndarray:
+    """The values of a view, after checking every element read was written before."""
+    w = t.written_mask()
+    if mask is not None:
+        w = np.where(np.broadcast_to(np.asarray(mask, dtype=bool), w.shape), w, True)
+    if not w.all():
+        missing = int(w.size - np.count_nonzero(w))
+        raise fail(
+            "unwritten-read",
+            f"{what} reads {missing} of {w.size} elements of a {t.alloc.buffer} tensor{_named(t)} that were never written",
+            call,
+            "no reads of uninitialised memory",
+        )
+    return t.values()
+
+
+def _named(t: Tensor) -> str:
+    return f" '{t.alloc.name}' (allocated line {t.alloc.line})" if t.alloc.name else f" (allocated line {t.alloc.line})"
+
+
+def record(op: str, engine: str, partitions: int, free: int, dtype_bytes: int,
+           reads: Iterable[Tensor], writes: Iterable[Tensor], **info: Any) -> int:
+    """Append one instruction to the trace; returns its index."""
+    _, line = call_site()
+    STATE.trace.append(Instr(op, engine, line, int(partitions), int(free), int(dtype_bytes),
+                             tuple(t.alloc.id for t in reads), tuple(t.alloc.id for t in writes), info))
+    return len(STATE.trace) - 1
+
+
+def free_size(shape: tuple[int, ...]) -> int:
+    return int(np.prod(shape[1:], dtype=np.int64)) if len(shape) > 1 else 1

@@ -1,0 +1,203 @@
+/**
+ * Owns the language client: starts `autocomp lsp` as configured, restarts it, and turns a
+ * failed start into one clear message with the fix (instead of the client's generic
+ * "couldn't create connection" pop-ups). Job notifications are forwarded to the JobStore.
+ */
+
+import * as vscode from "vscode";
+import {
+  CloseAction,
+  ErrorAction,
+  LanguageClient,
+  type LanguageClientOptions,
+  RevealOutputChannelOn,
+  type ServerOptions,
+  TransportKind,
+} from "vscode-languageclient/node";
+
+import type { JobStore } from "./jobs";
+import { serverLaunch, startFailureMessage, type Launch } from "./launch";
+import { Method, type JobStatus } from "./protocol";
+import { serverEnvironment } from "./secrets";
+
+/** The languages whose files may hold a kernel: Gemmini C, CUDA, NKI / KernelBench Python. */
+export const LANGUAGES = ["c", "cuda-cpp", "python"] as const;
+
+export type MiddlewareHook = LanguageClientOptions["middleware"];
+
+export class ServerConnection implements vscode.Disposable {
+  private client: LanguageClient | undefined;
+  private starting: Promise<LanguageClient | undefined> | undefined;
+  private launch: Launch | undefined;
+  private crashes: number[] = [];
+
+  constructor(
+    private readonly context: vscode.ExtensionContext,
+    private readonly output: vscode.LogOutputChannel,
+    private readonly jobs: JobStore,
+    private readonly middleware: MiddlewareHook,
+  ) {}
+
+  /** The running client, starting it on first use; undefined when it cannot start. */
+  async ensure(): Promise<LanguageClient | undefined> {
+    if (this.client?.isRunning()) {
+      return this.client;
+    }
+    if (!this.starting) {
+      this.starting = this.start().finally(() => {
+        this.starting = undefined;
+      });
+    }
+    return this.starting;
+  }
+
+  /** Like ensure(), but throws with the fix when the server is not available. */
+  async require(): Promise<LanguageClient> {
+    const client = await this.ensure();
+    if (!client) {
+      throw new Error(
+        "The Autocomp language server is not running. Check the Autocomp output channel, fix the setting it names, and run \"Autocomp: Restart Server\".",
+      );
+    }
+    return client;
+  }
+
+  async restart(): Promise<LanguageClient | undefined> {
+    await this.stop();
+    this.jobs.clear();
+    return this.ensure();
+  }
+
+  async stop(): Promise<void> {
+    const client = this.client;
+    this.client = undefined;
+    if (client) {
+      try {
+        await client.stop(5000);
+      } catch (error) {
+        this.output.appendLine(`[autocomp] stopping the server: ${String(error)}`);
+      }
+      await client.dispose();
+    }
+  }
+
+  dispose(): void {
+    void this.stop();
+  }
+
+  private settings() {
+    const cfg = vscode.workspace.getConfiguration("autocomp.server");
+    return {
+      path: cfg.get<string>("path", "autocomp"),
+      pythonPath: cfg.get<string>("pythonPath", ""),
+      extraArgs: cfg.get<string[]>("args", []),
+    };
+  }
+
+  private async start(): Promise<LanguageClient | undefined> {
+    const launch = serverLaunch(this.settings());
+    this.launch = launch;
+    const env = await serverEnvironment(process.env, this.context.secrets);
+    const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    const serverOptions: ServerOptions = {
+      command: launch.command,
+      args: launch.args,
+      transport: TransportKind.stdio,
+      options: { env, cwd },
+    };
+    const clientOptions: LanguageClientOptions = {
+      documentSelector: LANGUAGES.flatMap((language) => [
+        { scheme: "file", language },
+        { scheme: "untitled", language },
+      ]),
+      synchronize: { configurationSection: "autocomp" },
+      outputChannel: this.output,
+      // The start-failure message below replaces the client's own pop-ups.
+      revealOutputChannelOn: RevealOutputChannelOn.Never,
+      initializationFailedHandler: (error) => {
+        this.output.appendLine(`[autocomp] initialization failed: ${String(error)}`);
+        return false;
+      },
+      errorHandler: {
+        error: () => ({ action: ErrorAction.Continue, handled: true }),
+        closed: () => this.onClosed(),
+      },
+      middleware: this.middleware,
+    };
+    const client = new LanguageClient("autocomp", "Autocomp", serverOptions, clientOptions);
+    client.onNotification(Method.jobStatus, (job: JobStatus) => this.jobs.update(job));
+    this.output.appendLine(`[autocomp] starting: ${launch.display}`);
+    try {
+      await client.start();
+    } catch (error) {
+      this.output.appendLine(`[autocomp] could not start: ${String(error)}`);
+      await client.dispose().catch(() => undefined);
+      void this.reportStartFailure(launch, error);
+      return undefined;
+    }
+    this.client = client;
+    this.crashes = [];
+    await this.refreshJobs(client);
+    return client;
+  }
+
+  /** Pick up jobs the server already has (e.g. after the window reloaded). */
+  private async refreshJobs(client: LanguageClient): Promise<void> {
+    try {
+      const answer = await client.sendRequest<{ jobs: JobStatus[] }>(Method.jobs, {});
+      for (const job of answer.jobs ?? []) {
+        this.jobs.update(job);
+      }
+    } catch (error) {
+      this.output.appendLine(`[autocomp] ${Method.jobs} failed: ${String(error)}`);
+    }
+  }
+
+  /** Restart after a crash at most 3 times in 3 minutes, then say so once. */
+  private onClosed() {
+    if (!this.client) {
+      // Never got running: start() reports that itself.
+      return { action: CloseAction.DoNotRestart, handled: true };
+    }
+    const now = Date.now();
+    this.crashes = this.crashes.filter((t) => now - t < 180_000);
+    this.crashes.push(now);
+    if (this.crashes.length <= 3) {
+      this.output.appendLine("[autocomp] the server exited; restarting it");
+      return { action: CloseAction.Restart, handled: true };
+    }
+    this.client = undefined;
+    void vscode.window
+      .showErrorMessage(
+        "The Autocomp language server exited 4 times in 3 minutes and was not restarted. The Autocomp output channel has its error.",
+        "Show Output",
+        "Restart Server",
+      )
+      .then((choice) => {
+        if (choice === "Show Output") {
+          this.output.show();
+        } else if (choice === "Restart Server") {
+          void vscode.commands.executeCommand("autocomp.restartServer");
+        }
+      });
+    return { action: CloseAction.DoNotRestart, handled: true };
+  }
+
+  private async reportStartFailure(launch: Launch, error: unknown): Promise<void> {
+    const choice = await vscode.window.showErrorMessage(
+      startFailureMessage(launch, error),
+      "Open Settings",
+      "Show Output",
+    );
+    if (choice === "Open Settings") {
+      await vscode.commands.executeCommand("workbench.action.openSettings", "autocomp.server");
+    } else if (choice === "Show Output") {
+      this.output.show();
+    }
+  }
+
+  /** The command line in use, for messages. */
+  describe(): string {
+    return this.launch?.display ?? serverLaunch(this.settings()).display;
+  }
+}

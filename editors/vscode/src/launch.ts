@@ -1,0 +1,62 @@
+/**
+ * How the extension starts `autocomp lsp`, worked out from the settings. Pure (no `vscode`
+ * import) so the rules are unit-tested: a Python interpreter setting wins over the command,
+ * because it pins the environment that has Autocomp installed.
+ */
+
+export interface ServerSettings {
+  /** `autocomp.server.path`: the autocomp executable (a name on PATH or a full path). */
+  path: string;
+  /** `autocomp.server.pythonPath`: a Python interpreter whose environment has Autocomp. */
+  pythonPath: string;
+  /** `autocomp.server.args`: extra arguments after `lsp`. */
+  extraArgs: string[];
+}
+
+export interface Launch {
+  command: string;
+  args: string[];
+  /** What the user reads in messages, e.g. `autocomp lsp`. */
+  display: string;
+}
+
+/**
+ * A one-line program for `python -c` that runs Autocomp's CLI entry point. It does not rely on
+ * a `__main__` module, only on the `autocomp` console-script target that pip installs.
+ */
+export const PYTHON_BOOTSTRAP =
+  "import sys; sys.argv[0] = 'autocomp'; from autocomp.cli.main import main; sys.exit(main())";
+
+function quote(arg: string): string {
+  return /^[\w@%+=:,./-]+$/.test(arg) ? arg : `'${arg.replace(/'/g, `'\\''`)}'`;
+}
+
+export function serverLaunch(settings: ServerSettings): Launch {
+  const extra = settings.extraArgs.filter((a) => a.length > 0);
+  if (settings.pythonPath.trim() !== "") {
+    const command = settings.pythonPath.trim();
+    const args = ["-c", PYTHON_BOOTSTRAP, "lsp", ...extra];
+    return { command, args, display: [quote(command), "-c <autocomp.cli.main> lsp", ...extra.map(quote)].join(" ") };
+  }
+  const command = settings.path.trim() === "" ? "autocomp" : settings.path.trim();
+  const args = ["lsp", ...extra];
+  return { command, args, display: [quote(command), ...args.map(quote)].join(" ") };
+}
+
+/** The message, with the fix, shown when the server cannot be started. */
+export function startFailureMessage(launch: Launch, error: unknown): string {
+  const detail = error instanceof Error ? error.message : String(error);
+  const notFound = /ENOENT|not found|No such file/i.test(detail);
+  const noModule = /No module named ['"]?autocomp/i.test(detail);
+  const cause = notFound
+    ? `the command \`${launch.command}\` was not found`
+    : noModule
+      ? `Python at \`${launch.command}\` has no \`autocomp\` package`
+      : `\`${launch.display}\` failed (${detail})`;
+  return (
+    `Autocomp could not start its language server: ${cause}. ` +
+    "Fix: install Autocomp into a Python 3.10–3.12 environment (`pip install -e .` in the Autocomp checkout, or `pip install autocomp`), " +
+    'then set "autocomp.server.pythonPath" to that environment\'s python, or "autocomp.server.path" to its `autocomp` executable, and run "Autocomp: Restart Server". ' +
+    "The Autocomp output channel has the server's own error."
+  );
+}

@@ -1,0 +1,7 @@
+"""``python -m autocomp.server``: the same as ``autocomp lsp``."""
+
+import sys
+
+from autocomp.server import main
+
+sys.exit(main())

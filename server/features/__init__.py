@@ -1,0 +1,1 @@
+"""One module per user-facing feature; each exposes ``register(server)``."""

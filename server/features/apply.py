@@ -1,0 +1,213 @@
+"""Putting a candidate into the buffer, through ``workspace/applyEdit`` only.
+
+The user's text is sacred (DESIGN principle 7): the edit replaces exactly the lines of the
+kernel as it was when the job started, and only if that text is still in the buffer —
+where it was, or (after edits above or below it) wherever it moved to. If the user edited
+the kernel itself, nothing is touched: the candidate is offered as a code action and a
+message instead. The edit carries the document version, so a client holding newer text
+refuses it rather than overwriting a keystroke; one edit, so the editor's undo reverts it.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from lsprotocol import types as lsp
+
+from autocomp import events as ev
+from autocomp.model import Verdict
+from autocomp.server import render
+from autocomp.server.features import diagnostics
+from autocomp.server.jobs import CandidateInfo, Job
+from autocomp.server.server import AutocompServer
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Anchor:
+    """Lines ``[start, end)`` of the current text that hold the job's original kernel."""
+
+    start: int
+    end: int
+
+
+def locate(text: str, original: str, start: int, end: int) -> Anchor | None:
+    """Find the original kernel text in ``text``: at its old lines, else re-anchored at
+    the whole-line occurrence nearest its old place; None if the user changed it."""
+    lines = text.splitlines(keepends=True)
+    if "".join(lines[start:end]) == original:
+        return Anchor(start, end)
+    if not original:
+        return None
+    n = original.count("\n") + (0 if original.endswith("\n") else 1)
+    starts: list[int] = []
+    offset = 0
+    line_starts = []
+    for line in lines:
+        line_starts.append(offset)
+        offset += len(line)
+    wanted = set(line_starts)
+    pos = text.find(original)
+    while pos != -1:
+        if pos in wanted:
+            starts.append(line_starts.index(pos))
+        pos = text.find(original, pos + 1)
+    if not starts:
+        return None
+    best = min(starts, key=lambda s: abs(s - start))
+    return Anchor(best, best + n)
+
+
+def _utf16_len(s: str) -> int:
+    return len(s.encode("utf-16-le")) // 2
+
+
+def edit_for(text: str, anchor: Anchor, new_code: str) -> lsp.TextEdit:
+    """A TextEdit replacing whole lines ``anchor`` with ``new_code``, keeping whether the
+    replaced block ended with a newline (the last line of a file may not)."""
+    lines = text.splitlines(keepends=True)
+    old = "".join(lines[anchor.start : anchor.end])
+    if old.endswith("\n") and not new_code.endswith("\n"):
+        new_code += "\n"
+    elif not old.endswith("\n") and new_code.endswith("\n"):
+        new_code = new_code.rstrip("\r\n")
+    if anchor.end < len(lines) or text.endswith("\n"):
+        end = lsp.Position(line=anchor.end, character=0)
+    else:
+        last = lines[-1].rstrip("\r\n")
+        end = lsp.Position(line=len(lines) - 1, character=_utf16_len(last))
+    return lsp.TextEdit(range=lsp.Range(start=lsp.Position(line=anchor.start, character=0), end=end), new_text=new_code)
+
+
+async def apply_candidate(ls: AutocompServer, job: Job, info: CandidateInfo) -> tuple[bool, str]:
+    """Send the edit for ``info``; (applied, message). Retries once if the client refused
+    because the document moved on between our read and its apply."""
+    for _attempt in range(2):
+        current = ls.document_text(job.uri)
+        if current is None:
+            return False, f"{job.uri} is not open; open it and apply the candidate again"
+        text, version = current
+        anchor = locate(text, job.original_code, job.start_line, job.end_line)
+        if anchor is None:
+            return False, (
+                f"the kernel {job.kernel} was edited while Autocomp was optimizing it, so the buffer was not "
+                f"touched; use the code action 'Apply this candidate' to replace it anyway"
+            )
+        edit = edit_for(text, anchor, info.candidate.code)
+        if ls.supports_document_changes:
+            workspace_edit = lsp.WorkspaceEdit(
+                document_changes=[
+                    lsp.TextDocumentEdit(
+                        text_document=lsp.OptionalVersionedTextDocumentIdentifier(uri=job.uri, version=version),
+                        edits=[edit],
+                    )
+                ]
+            )
+        else:
+            workspace_edit = lsp.WorkspaceEdit(changes={job.uri: [edit]})
+        label = f"Autocomp: {info.candidate.plan_summary()[:60]} ({render.fmt_speedup(info.speedup)})"
+        try:
+            result = await ls.workspace_apply_edit_async(lsp.ApplyWorkspaceEditParams(edit=workspace_edit, label=label))
+        except Exception as exc:
+            return False, f"the editor did not apply the edit: {exc}"
+        if result is not None and result.applied:
+            # Re-anchor the job on the text now in the buffer, so a later apply of
+            # another candidate of this job replaces this one.
+            job.original_code = edit.new_text
+            job.start_line = anchor.start
+            job.end_line = anchor.start + edit.new_text.count("\n") + (0 if edit.new_text.endswith("\n") else 1)
+            return True, "applied"
+        reason = (result.failure_reason if result is not None else None) or "refused by the editor"
+        log.info("applyEdit refused (%s); retrying once", reason)
+    return False, f"the editor refused the edit ({reason})"
+
+
+def _after_apply(ls: AutocompServer, job: Job, info: CandidateInfo) -> None:
+    """Record the new kernel as measured (its lens shows the new metric)."""
+    job.applied = True
+    if info.metric is not None:
+        ls.measurements[job.key] = info.metric
+    ls.edit_notes.pop(job.key, None)
+
+
+def _applied_message(job: Job, info: CandidateInfo) -> str:
+    base = job.baseline.metric if job.baseline else None
+    new = info.metric
+    numbers = f"{base.display()} → {new.display()}" if base and new else "metric unavailable"
+    replay = " (LLM replies replayed from a recorded session)" if job.replay else ""
+    return (
+        f"Autocomp rewrote {job.kernel}: {render.fmt_speedup(info.speedup)} faster, {numbers}{replay}. "
+        f"Undo in the editor reverts it."
+    )
+
+
+async def finish(ls: AutocompServer, job: Job, event: ev.RunFinished) -> None:
+    """Decide what a finished run does to the buffer, and tell the user."""
+    if job.baseline is not None and job.baseline.metric is not None:
+        ls.measurements.setdefault(job.key, job.baseline.metric)
+    if job.superseded:
+        return
+    best = job.candidate(job.best_candidate_id) if job.best_candidate_id else None
+    min_speedup = ls.settings.min_speedup
+    if best is None or best.candidate.parent is None or best.speedup is None:
+        ls.show(f"Autocomp: no faster correct version of {job.kernel} found ({event.reason}).")
+        return
+    if best.candidate.verdict is not Verdict.CORRECT:
+        ls.show(f"Autocomp: the best candidate for {job.kernel} is {best.candidate.verdict.value}; not applied.")
+        return
+    if best.speedup < min_speedup:
+        ls.show(
+            f"Autocomp: best candidate for {job.kernel} is {render.fmt_speedup(best.speedup)}, below "
+            f"autocomp.minSpeedup {min_speedup:g}; not applied."
+        )
+        return
+    offer = f"Use the code action 'Apply this candidate ({render.fmt_speedup(best.speedup)})' on {job.kernel} to apply it."
+    if not event.confirmed:
+        ls.show(
+            f"Autocomp: {render.fmt_speedup(best.speedup)} for {job.kernel} comes from "
+            f"'{job.tier or 'an estimate'}', which cannot confirm a speedup on this machine, so nothing was applied "
+            f"automatically. {offer}",
+            lsp.MessageType.Warning,
+        )
+        return
+    if event.reason == "cancelled":
+        ls.show(f"Autocomp: stopped; best so far for {job.kernel} is {render.fmt_speedup(best.speedup)}. {offer}")
+        return
+    if not ls.settings.auto_apply:
+        ls.show(f"Autocomp: found {render.fmt_speedup(best.speedup)} for {job.kernel} (autocomp.autoApply is off). {offer}")
+        return
+    applied, message = await apply_candidate(ls, job, best)
+    if applied:
+        _after_apply(ls, job, best)
+        diagnostics.publish(ls, job.uri)
+        ls.show(_applied_message(job, best))
+    else:
+        ls.show(f"Autocomp: {render.fmt_speedup(best.speedup)} found for {job.kernel}, but {message}.", lsp.MessageType.Warning)
+
+
+async def apply_command(ls: AutocompServer, job: Job, info: CandidateInfo) -> dict[str, object]:
+    """``autocomp.applyCandidate``: apply a candidate the user picked."""
+    verdict = info.candidate.verdict
+    if verdict.correct is False:
+        return {"applied": False, "message": f"candidate {info.candidate.id} is {verdict.value}; refusing to apply it"}
+    if info.candidate.parent is None:
+        return {"applied": False, "message": "that is the starting kernel; nothing to apply"}
+    applied, message = await apply_candidate(ls, job, info)
+    if not applied:
+        ls.show(f"Autocomp: {message}", lsp.MessageType.Warning)
+        return {"applied": False, "message": message}
+    _after_apply(ls, job, info)
+    diagnostics.publish(ls, job.uri)
+    ls.notify_status(job.status())
+    ls.refresh_lenses()
+    message = _applied_message(job, info)
+    if verdict is not Verdict.CORRECT or not job.confirmed:
+        message += f" Note: correctness/speed here rest on '{job.tier or verdict.value}', not a confirming evaluator."
+    ls.show(message)
+    return {"applied": True, "message": message}
+
+
+def register(server: AutocompServer) -> None:
+    """Applying is reached through commands (see commands.py) and finished jobs."""

@@ -1,0 +1,48 @@
+"""Hover on a kernel: the plans tried so far with their verified numbers.
+
+Markdown in a hover works in every client, so this is the inline plan preview that does
+not depend on any editor-specific UI.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from lsprotocol import types as lsp
+
+from autocomp.server import render
+from autocomp.server.documents import kernel_at
+from autocomp.server.server import AutocompServer
+
+log = logging.getLogger(__name__)
+
+
+def hover_text(ls: AutocompServer, uri: str, line: int) -> str | None:
+    kernel = kernel_at(ls.kernels(uri), line=line)
+    if kernel is None:
+        return None
+    job = ls.jobs.latest(uri, kernel.name)
+    if job is not None:
+        return render.hover_markdown(job)
+    lines = [f"**Autocomp** · {kernel.target} kernel `{kernel.name}`"]
+    metric = ls.measurements.get((uri, kernel.name))
+    if metric is not None:
+        lines.append(f"Last measured: {metric.display()}")
+    note = ls.edit_notes.get((uri, kernel.name))
+    if note:
+        lines.append(note)
+    lines.append("Use the code action *Optimize kernel* to start a search.")
+    return "\n\n".join(lines)
+
+
+def register(server: AutocompServer) -> None:
+    @server.feature(lsp.TEXT_DOCUMENT_HOVER)
+    def hover(ls: AutocompServer, params: lsp.HoverParams) -> lsp.Hover | None:
+        try:
+            text = hover_text(ls, params.text_document.uri, params.position.line)
+        except Exception:
+            log.exception("hover failed")
+            return None
+        if text is None:
+            return None
+        return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=text))

@@ -1,0 +1,67 @@
+"""Initialization, settings, document open/change/close, shutdown and exit.
+
+Closing a document ends its jobs; shutdown ends every job and background task (pygls
+cancels none of them by itself) so no evaluator process outlives the server.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from lsprotocol import types as lsp
+
+from autocomp.server.server import AutocompServer
+
+log = logging.getLogger(__name__)
+
+
+def register(server: AutocompServer) -> None:
+    @server.feature(lsp.INITIALIZE)
+    def initialize(ls: AutocompServer, params: lsp.InitializeParams) -> None:
+        ls.client_name = params.client_info.name if params.client_info else ""
+        if params.initialization_options is not None:
+            ls.update_settings(params.initialization_options)
+
+    @server.feature(lsp.INITIALIZED)
+    async def initialized(ls: AutocompServer, params: lsp.InitializedParams) -> None:
+        await ls.pull_configuration()
+
+    @server.feature(lsp.WORKSPACE_DID_CHANGE_CONFIGURATION)
+    async def did_change_configuration(ls: AutocompServer, params: lsp.DidChangeConfigurationParams) -> None:
+        settings = params.settings
+        if isinstance(settings, dict) and settings:
+            ls.update_settings(settings)
+        await ls.pull_configuration()
+        ls.refresh_lenses()
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_OPEN)
+    def did_open(ls: AutocompServer, params: lsp.DidOpenTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        ls.documents.invalidate(uri)
+        ls.saved_texts[uri] = params.text_document.text
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
+    def did_change(ls: AutocompServer, params: lsp.DidChangeTextDocumentParams) -> None:
+        # Detection is lazy: a change only drops the cache, so typing costs nothing.
+        ls.documents.invalidate(params.text_document.uri)
+
+    @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
+    def did_close(ls: AutocompServer, params: lsp.DidCloseTextDocumentParams) -> None:
+        uri = params.text_document.uri
+        for job in ls.jobs.running(uri):
+            ls.jobs.stop(job)
+        ls.documents.invalidate(uri)
+        ls.saved_texts.pop(uri, None)
+        for key in [k for k in ls.edit_notes if k[0] == uri]:
+            ls.edit_notes.pop(key, None)
+
+    @server.feature(lsp.SHUTDOWN)
+    async def shutdown(ls: AutocompServer, *args: object) -> None:
+        await ls.jobs.shutdown()
+
+    @server.feature(lsp.EXIT)
+    def exit_(ls: AutocompServer, *args: object) -> None:
+        # Without a shutdown first: ask every search to stop; asyncio.run then cancels
+        # the remaining tasks, and cancelled evaluations kill their process groups.
+        for job in ls.jobs.running():
+            ls.jobs.stop(job)

@@ -1,0 +1,184 @@
+"""Engine events → job state → the words and shapes the editor shows.
+
+The engine knows nothing of editors (DESIGN principle 1); this module is the one place
+that folds its events into a :class:`~autocomp.server.jobs.Job` and renders that job as a
+status line, a progress message, hover Markdown and diagnostics. Pure functions of the job
+so they are cheap to call from any request handler.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lsprotocol import types as lsp
+
+from autocomp import events as ev
+from autocomp.model import Candidate, Metric
+from autocomp.server.jobs import CANCELLED, FAILED, FINISHED, RUNNING, CandidateInfo, Job
+
+
+def primary(candidate: Candidate, name: str) -> Metric | None:
+    """The candidate's primary metric (the first metric when the name is unknown)."""
+    metrics = candidate.metrics
+    if name and name in metrics:
+        return metrics[name]
+    return next(iter(metrics.values()), None)
+
+
+def fmt_speedup(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}x"
+
+
+def apply_event(job: Job, event: Any) -> None:
+    """Fold one engine event into the job's state."""
+    if isinstance(event, ev.RunStarted):
+        job.iterations = int(event.config.get("iterations", job.iterations) or job.iterations)
+        job.primary_metric = event.primary_metric
+        job.replay = bool(event.replay)
+        job.confirmed = bool(event.confirms)
+        job.tier = event.tier
+        job.message = "measuring the starting kernel"
+    elif isinstance(event, ev.BaselineEvaluated):
+        c = event.candidate
+        job.baseline = CandidateInfo(c, 1.0 if c.verdict.correct else None, primary(c, job.primary_metric))
+        metric = job.baseline.metric
+        job.message = f"starting kernel: {metric.display()}" if metric else f"starting kernel: {c.verdict.value}"
+    elif isinstance(event, ev.PlansProposed):
+        job.iteration = max(job.iteration, event.iteration)
+        job.message = f"iteration {event.iteration}: {len(event.plans)} plans proposed"
+    elif isinstance(event, ev.CandidateEvaluated):
+        c = event.candidate
+        job.candidates[c.id] = CandidateInfo(c, event.speedup, primary(c, job.primary_metric))
+        job.evaluated = max(job.evaluated, event.evaluated_total)
+        job.iteration = max(job.iteration, event.iteration)
+        if c.verdict.correct and event.speedup is not None and event.speedup > (job.best_speedup or 0.0):
+            job.best_speedup = event.speedup
+            job.best_candidate_id = c.id
+        job.message = f"evaluated {c.plan_summary()[:60]}: {c.verdict.value}"
+    elif isinstance(event, ev.BeamUpdated):
+        job.beam = [entry.id for entry in event.beam]
+    elif isinstance(event, ev.IterationFinished):
+        job.iteration = event.iteration
+        job.iterations = event.iterations
+        job.evaluated = max(job.evaluated, event.evaluated_total)
+        if event.best_speedup is not None and event.best_speedup >= (job.best_speedup or 0.0):
+            job.best_speedup = event.best_speedup
+            job.best_candidate_id = event.best_id
+        job.best_per_iteration.append(float(event.best_speedup or 1.0))
+    elif isinstance(event, ev.Notice):
+        job.message = event.message
+    elif isinstance(event, ev.RunFinished):
+        job.state = CANCELLED if event.reason == "cancelled" else FINISHED
+        job.finish_reason = event.reason
+        job.confirmed = bool(event.confirmed)
+        job.replay = bool(event.replay) or job.replay
+        job.evaluated = max(job.evaluated, event.evaluated_total)
+        best = event.best
+        if best is not None and best.id != event.baseline.id:
+            info = job.candidates.get(best.id)
+            if info is None:
+                info = CandidateInfo(best, event.speedup, primary(best, job.primary_metric))
+                job.candidates[best.id] = info
+            job.best_candidate_id = best.id
+            job.best_speedup = event.speedup
+        if job.baseline is None:
+            b = event.baseline
+            job.baseline = CandidateInfo(b, 1.0, primary(b, job.primary_metric))
+        job.message = f"{event.reason}: best {fmt_speedup(job.best_speedup)}"
+    elif isinstance(event, ev.RunFailed):
+        job.state = FAILED
+        job.message = event.error
+
+
+def status_line(job: Job) -> str:
+    """The lens/status text, e.g. ``Autocomp: iteration 3/8 · 41 candidates · best 2.10x``."""
+    best = fmt_speedup(job.best_speedup) if job.best_speedup else "—"
+    replay = " (replay)" if job.replay else ""
+    if job.state == RUNNING:
+        return f"Autocomp{replay}: iteration {job.iteration}/{job.iterations or '?'} · {job.evaluated} candidates · best {best}"
+    if job.state == FAILED:
+        return f"Autocomp{replay}: failed: {job.message[:80]}"
+    verb = "applied" if job.applied else ("cancelled" if job.state == CANCELLED else "done")
+    return f"Autocomp{replay}: {verb} · {job.evaluated} candidates · best {best}"
+
+
+def progress_message(job: Job) -> str:
+    return f"iteration {job.iteration}/{job.iterations or '?'} · {job.evaluated} candidates · best {fmt_speedup(job.best_speedup)}"
+
+
+def progress_percentage(job: Job) -> int:
+    if not job.iterations:
+        return 0
+    return max(0, min(100, int(100 * job.iteration / job.iterations)))
+
+
+def candidate_line(info: CandidateInfo) -> str:
+    """``plan summary: 196,000 cycles (gemmini timing model) · 2.10x``."""
+    metric = info.metric.display() if info.metric else info.candidate.verdict.value
+    return f"{info.candidate.plan_summary()}: {metric} · {fmt_speedup(info.speedup)}"
+
+
+def beam_diagnostics(job: Job, rng: lsp.Range) -> list[lsp.Diagnostic]:
+    """Information diagnostics for the current beam (the best candidates so far)."""
+    out: list[lsp.Diagnostic] = []
+    replay = " [replayed LLM session]" if job.replay else ""
+    unconfirmed = "" if job.confirmed else " [estimate: not confirmed]"
+    for info in job.ranked():
+        if info.speedup is None or info.candidate.parent is None:
+            continue
+        out.append(
+            lsp.Diagnostic(
+                range=rng,
+                message=f"Autocomp: {candidate_line(info)}{unconfirmed}{replay}",
+                severity=lsp.DiagnosticSeverity.Information,
+                source="autocomp",
+                code=info.candidate.id,
+                data={"jobId": job.id, "candidateId": info.candidate.id},
+            )
+        )
+    return out
+
+
+def hover_markdown(job: Job) -> str:
+    """Plans so far with their numbers, as Markdown every client can show."""
+    lines = [f"**{status_line(job)}**", ""]
+    if job.baseline is not None and job.baseline.metric is not None:
+        lines.append(f"Starting kernel: {job.baseline.metric.display()}")
+        lines.append("")
+    infos = sorted(job.candidates.values(), key=lambda i: (i.candidate.iteration, -(i.speedup or 0.0)))
+    if not infos:
+        lines.append("_No candidates evaluated yet._")
+    else:
+        lines.append("| it | plan | verdict | metric | speedup |")
+        lines.append("|---|---|---|---|---|")
+        for info in infos[-40:]:
+            c = info.candidate
+            metric = info.metric.display() if info.metric else "—"
+            plan = c.plan_summary().replace("|", "\\|")[:90]
+            mark = " ★" if c.id == job.best_candidate_id else ""
+            lines.append(f"| {c.iteration} | {plan}{mark} | {c.verdict.value} | {metric} | {fmt_speedup(info.speedup)} |")
+    if not job.confirmed:
+        lines.append("")
+        lines.append(f"_Numbers from `{job.tier or 'this evaluator'}` cannot confirm a speedup; nothing is applied automatically._")
+    return "\n".join(lines)
+
+
+def run_report(job: Job) -> dict[str, Any]:
+    """The ``autocomp/run`` response."""
+    cands = []
+    if job.baseline is not None:
+        cands.append(job.baseline.to_json())
+    cands += [info.to_json() for info in job.candidates.values()]
+    return {"job": job.status(), "candidates": cands, "bestSpeedupPerIteration": list(job.best_per_iteration)}
+
+
+__all__ = [
+    "apply_event",
+    "beam_diagnostics",
+    "candidate_line",
+    "hover_markdown",
+    "progress_message",
+    "run_report",
+    "status_line",
+    "FINISHED",
+]

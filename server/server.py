@@ -1,0 +1,152 @@
+"""The Autocomp language server: the pygls subclass, its shared state, and the wiring.
+
+Each user-facing feature lives in its own module under ``features/`` and registers its
+handlers here through ``register(server)``; this module only holds what they share
+(settings, the document index, the job registry, client capability checks) and the few
+helpers every feature uses to talk to the client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.lsp.server import LanguageServer
+
+from autocomp.model import Metric
+from autocomp.server.documents import DetectedKernel, DocumentIndex
+from autocomp.server.jobs import JobRegistry
+from autocomp.server.settings import Settings, parse_settings
+
+log = logging.getLogger(__name__)
+
+JOB_STATUS = "autocomp/jobStatus"
+
+
+class AutocompServer(LanguageServer):
+    """Language server state shared by all features."""
+
+    def __init__(self) -> None:
+        super().__init__("autocomp", "0.1.0", text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
+        self.settings = Settings()
+        self.documents = DocumentIndex()
+        self.jobs = JobRegistry()
+        # (uri, kernel) -> the last primary metric measured for the kernel as it stands
+        self.measurements: dict[tuple[str, str], Metric] = {}
+        # (uri, kernel) -> "your edit: 0.93x vs before" after a save
+        self.edit_notes: dict[tuple[str, str], str] = {}
+        # uri -> text as last opened or saved (the "before" of tuning on save)
+        self.saved_texts: dict[str, str] = {}
+        self._reported: set[str] = set()
+        self._store: tuple[str | None, Any] | None = None
+        self.client_name = ""  # from initialize's clientInfo, e.g. "Visual Studio Code"
+
+    # -- settings ----------------------------------------------------------------------
+    def update_settings(self, raw: Any) -> None:
+        self.settings, problems = parse_settings(raw, self.settings)
+        self.documents.clear()
+        for problem in problems:
+            self.report_once(problem, lsp.MessageType.Warning)
+
+    async def pull_configuration(self) -> None:
+        """Read ``autocomp`` from ``workspace/configuration`` where the client offers it."""
+        ws = self.client_capabilities.workspace
+        if ws is None or not ws.configuration:
+            return
+        try:
+            result = await asyncio.wait_for(
+                self.workspace_configuration_async(
+                    lsp.ConfigurationParams(items=[lsp.ConfigurationItem(section="autocomp")])
+                ),
+                timeout=5.0,
+            )
+        except Exception as exc:  # a client that cannot answer keeps the initial settings
+            log.info("workspace/configuration failed: %s", exc)
+            return
+        if result and isinstance(result[0], dict):
+            self.update_settings({"autocomp": result[0]})
+
+    def store(self) -> Any:
+        """The engine's store for the configured folder, opened once per folder."""
+        from autocomp.store import Store
+
+        key = self.settings.store
+        if self._store is None or self._store[0] != key:
+            self._store = (key, Store.open(key))
+        return self._store[1]
+
+    # -- capabilities ------------------------------------------------------------------
+    @property
+    def supports_progress(self) -> bool:
+        win = self.client_capabilities.window
+        return bool(win and win.work_done_progress)
+
+    @property
+    def supports_lens_refresh(self) -> bool:
+        ws = self.client_capabilities.workspace
+        return bool(ws and ws.code_lens and ws.code_lens.refresh_support)
+
+    @property
+    def supports_document_changes(self) -> bool:
+        ws = self.client_capabilities.workspace
+        return bool(ws and ws.workspace_edit and ws.workspace_edit.document_changes)
+
+    @property
+    def supports_show_document(self) -> bool:
+        win = self.client_capabilities.window
+        return bool(win and win.show_document and win.show_document.support)
+
+    # -- documents ---------------------------------------------------------------------
+    def kernels(self, uri: str) -> list[DetectedKernel]:
+        """Kernels in the open document (cached per version; empty when not open)."""
+        doc = self.workspace.text_documents.get(uri)
+        if doc is None:
+            return []
+        s = self.settings
+        return self.documents.kernels(uri, doc.version, doc.source, s.targets, s.target, s.max_file_bytes)
+
+    def document_text(self, uri: str) -> tuple[str, int | None] | None:
+        doc = self.workspace.text_documents.get(uri)
+        if doc is None:
+            return None
+        return doc.source, doc.version
+
+    # -- talking to the client ---------------------------------------------------------
+    def show(self, message: str, kind: lsp.MessageType = lsp.MessageType.Info) -> None:
+        self.window_show_message(lsp.ShowMessageParams(type=kind, message=message))
+
+    def report_once(self, message: str, kind: lsp.MessageType = lsp.MessageType.Warning) -> None:
+        """Show a problem once per session: no error spam for a setting or a missing key."""
+        if message in self._reported:
+            return
+        self._reported.add(message)
+        self.show(message, kind)
+
+    def refresh_lenses(self) -> None:
+        """Ask for new lenses, only from clients that said they support it."""
+        if not self.supports_lens_refresh:
+            return
+
+        async def refresh() -> None:
+            try:
+                await asyncio.wait_for(self.workspace_code_lens_refresh_async(None), timeout=10.0)
+            except Exception as exc:
+                log.debug("codeLens/refresh failed: %s", exc)
+
+        self.jobs.spawn(refresh(), "codeLens refresh")
+
+    def notify_status(self, status: dict[str, Any]) -> None:
+        self.protocol.notify(JOB_STATUS, status)
+
+
+def build_server() -> AutocompServer:
+    """A server with every feature registered."""
+    from autocomp.server.features import apply, commands, diagnostics, hover, lenses, lifecycle
+    from autocomp.server.features import optimize_action, tune_on_save
+
+    server = AutocompServer()
+    for module in (lifecycle, lenses, optimize_action, diagnostics, hover, apply, tune_on_save, commands):
+        module.register(server)
+    return server
