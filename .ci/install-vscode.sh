@@ -15,11 +15,5 @@ if [ "$major" -lt 20 ]; then
   exit 1
 fi
 
-# npm ci wipes and reinstalls node_modules from the lock file; skip it when the installed
-# tree already matches the lock (npm writes its own copy of the lock into node_modules).
-if [ -f node_modules/.package-lock.json ] && cmp -s <(node -p 'JSON.stringify(require("./package-lock.json").packages)') \
-  <(node -p 'const p = require("./node_modules/.package-lock.json").packages; const l = require("./package-lock.json").packages; JSON.stringify(Object.fromEntries(Object.keys(l).map(k => [k, k === "" ? l[k] : p[k]])))'); then
-  echo "install-vscode: node_modules already matches package-lock.json"
-else
-  npm ci --no-audit --no-fund
-fi
+# npm ci installs exactly the lock file (and replaces any node_modules), so it is idempotent.
+npm ci --no-audit --no-fund

@@ -23,6 +23,8 @@ class Evaluator:
         self._semaphore = asyncio.Semaphore(concurrency or cpu_slots())
         self.evaluated = 0  # real (uncached) evaluations, for tests and reports
         self.cache_hits = 0
+        # The same code arriving twice at once (two plans converging) is evaluated once.
+        self._inflight: dict[str, asyncio.Future[Evaluation]] = {}
 
     def _key(self, problem: Problem, code: str) -> str:
         return Store.eval_key(code, problem.content_hash(), self.backend.cache_identity())
@@ -38,6 +40,25 @@ class Evaluator:
         if hit is not None:
             self.cache_hits += 1
             return hit
+        key = self._key(problem, code)
+        pending = self._inflight.get(key)
+        if pending is not None:
+            self.cache_hits += 1
+            return Evaluation.from_json((await asyncio.shield(pending)).to_json())
+        future: asyncio.Future[Evaluation] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
+            result = await self._evaluate_uncached(problem, code)
+        except BaseException:
+            future.cancel()
+            raise
+        else:
+            future.set_result(result)
+            return result
+        finally:
+            del self._inflight[key]
+
+    async def _evaluate_uncached(self, problem: Problem, code: str) -> Evaluation:
         async with self._semaphore:
             start = time.monotonic()
             try:

@@ -157,6 +157,8 @@ class BeamSearch:
         self.pool.budget.calls = self.config.budget_calls
         self.pool.budget.tokens = self.config.budget_tokens
         self.pool.budget.seconds = self.config.budget_seconds
+        if self.resumed and self.store is not None:
+            self.store.clear_events(self.run_id)
         self._save_meta("running")
         self._emit(
             RunStarted(
@@ -235,6 +237,11 @@ class BeamSearch:
 
     def _finish(self, reason: str) -> None:
         assert self.best is not None and self.baseline is not None
+        # The answer is the best correct candidate seen, including those of an iteration
+        # that was stopped halfway (their evaluations are complete and verified).
+        ranked = self.ranked()
+        if ranked and improves(ranked[0], self.best, self.metric, self.lower_is_better):
+            self.best = ranked[0]
         usage = {spec: Usage(**u.to_json()) for spec, u in self.pool.usage.items()}
         best_speedup = self._speedup(self.best)
         self._save_meta("finished", reason=reason, best=self.best.id, speedup=best_speedup, usage={k: v.to_json() for k, v in usage.items()})

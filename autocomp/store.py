@@ -145,11 +145,18 @@ class Store:
     def append_event(self, run_id: str, seq: int, event: dict[str, Any]) -> None:
         """Events are stored one key each, so a kill mid-run loses at most the last one."""
         self.set(f"run:{run_id}:event:{seq:08d}", event)
-        self.set(f"run:{run_id}:events", seq + 1)
+
+    def clear_events(self, run_id: str) -> None:
+        """A resumed run writes its (replayed) events anew from the first one."""
+        seq = 0
+        while self._cache.delete(f"run:{run_id}:event:{seq:08d}"):
+            seq += 1
 
     def events(self, run_id: str) -> Iterator[dict[str, Any]]:
-        count = self.get(f"run:{run_id}:events", 0)
-        for seq in range(count):
+        seq = 0
+        while True:
             event = self.get(f"run:{run_id}:event:{seq:08d}")
-            if event is not None:
-                yield event
+            if event is None:
+                return
+            yield event
+            seq += 1

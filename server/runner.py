@@ -53,6 +53,8 @@ class Publisher:
             self._pending = None
         self._last = time.monotonic()
         ls, job = self.ls, self.job
+        if ls.closing:
+            return
         ls.notify_status(job.status())
         if job.progress_token is not None and job.active:
             ls.work_done_progress.report(
@@ -94,7 +96,7 @@ async def begin_progress(ls: AutocompServer, job: Job) -> None:
 
 def end_progress(ls: AutocompServer, job: Job) -> None:
     token = job.progress_token
-    if token is None:
+    if token is None or ls.closing:
         return
     ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message=render.status_line(job)))
     ls.work_done_progress.tokens.pop(token, None)
@@ -110,8 +112,9 @@ def _build_search(ls: AutocompServer, job: Job, problem: Problem, backend: Backe
             'or ["anthropic:claude-sonnet-4-5"] (with OPENAI_API_KEY / ANTHROPIC_API_KEY in the server\'s environment).'
         )
     store = ls.store()
-    pool = build_pool(list(settings.llm), store)
-    return BeamSearch(problem, backend, pool, settings.search_config(), store, seed_plans=job.seed_plans or None)
+    config = settings.search_config()
+    pool = build_pool(list(settings.llm), store, concurrency=config.llm_concurrency, timeout=config.llm_timeout)
+    return BeamSearch(problem, backend, pool, config, store, seed_plans=job.seed_plans or None)
 
 
 async def run_job(ls: AutocompServer, job: Job, problem: Problem, backend: Backend) -> None:

@@ -41,6 +41,7 @@ class AutocompServer(LanguageServer):
         self.saved_texts: dict[str, str] = {}
         self._reported: set[str] = set()
         self._store: tuple[str | None, Any] | None = None
+        self.closing = False  # set on shutdown: nothing more is sent to the client
         self.client_name = ""  # from initialize's clientInfo, e.g. "Visual Studio Code"
 
     # -- settings ----------------------------------------------------------------------
@@ -115,6 +116,8 @@ class AutocompServer(LanguageServer):
 
     # -- talking to the client ---------------------------------------------------------
     def show(self, message: str, kind: lsp.MessageType = lsp.MessageType.Info) -> None:
+        if self.closing:
+            return
         self.window_show_message(lsp.ShowMessageParams(type=kind, message=message))
 
     def report_once(self, message: str, kind: lsp.MessageType = lsp.MessageType.Warning) -> None:
@@ -126,7 +129,7 @@ class AutocompServer(LanguageServer):
 
     def refresh_lenses(self) -> None:
         """Ask for new lenses, only from clients that said they support it."""
-        if not self.supports_lens_refresh:
+        if not self.supports_lens_refresh or self.closing:
             return
 
         async def refresh() -> None:
@@ -138,6 +141,8 @@ class AutocompServer(LanguageServer):
         self.jobs.spawn(refresh(), "codeLens refresh")
 
     def notify_status(self, status: dict[str, Any]) -> None:
+        if self.closing:
+            return
         self.protocol.notify(JOB_STATUS, status)
 
 

@@ -56,6 +56,9 @@ class LLMPool:
         self.usage: dict[str, Usage] = {c.spec: Usage() for c in clients}
         self.notices: list[str] = []
         self._semaphore = asyncio.Semaphore(concurrency)
+        # Identical requests in flight at once (two branches reaching the same plan) share
+        # one call instead of paying twice.
+        self._inflight: dict[tuple[str, str, int], asyncio.Future[LLMReply]] = {}
 
     @property
     def specs(self) -> list[str]:
@@ -71,6 +74,30 @@ class LLMPool:
 
     async def ask(self, request: LLMRequest, slot: int, sample: int) -> LLMReply:
         client = self.client_for(slot)
+        key = (client.spec, request.prompt_hash, sample)
+        pending = self._inflight.get(key)
+        if pending is not None:
+            shared = await asyncio.shield(pending)
+            self.usage[client.spec].cached_calls += 1
+            return LLMReply(shared.text, shared.model, Usage(), cached=True, replay=shared.replay, truncated=shared.truncated)
+        future: asyncio.Future[LLMReply] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
+            reply = await self._ask_once(client, request, sample)
+        except BaseException as exc:
+            if isinstance(exc, asyncio.CancelledError):
+                future.cancel()
+            else:
+                future.set_exception(exc)
+                future.exception()  # mark retrieved: waiters re-raise it themselves
+            raise
+        else:
+            future.set_result(reply)
+            return reply
+        finally:
+            del self._inflight[key]
+
+    async def _ask_once(self, client: LLMClient, request: LLMRequest, sample: int) -> LLMReply:
         cache_model = client.spec
         if self.store is not None and not client.is_replay:
             cached = self.store.get_reply(cache_model, request.prompt_hash, sample)

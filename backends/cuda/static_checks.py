@@ -212,7 +212,9 @@ class _PyChecker(ast.NodeVisitor):
 
     def _store(self, target: ast.AST) -> None:
         dotted = self._dotted(target if not isinstance(target, ast.Subscript) else target.value)
-        if dotted and dotted[0] in self.torch_aliases | {"time", "sys", "os", "np", "numpy", "random"} and isinstance(target, ast.Attribute):
+        if dotted and dotted[0] in self.torch_aliases and ("backends" in dotted or "allow_tf32" in dotted[-1]):
+            self.add("precision", f"changes torch backend settings (`{'.'.join(dotted)}`); keep the reference's numerics", target)
+        elif dotted and dotted[0] in self.torch_aliases | {"time", "sys", "os", "np", "numpy", "random"} and isinstance(target, ast.Attribute):
             self.add("timing-tamper", f"assigns to `{'.'.join(dotted)}`; patching library or harness functions is tampering", target)
         if self.forward_args and dotted and dotted[0] in self.forward_args:
             if isinstance(target, ast.Subscript) or (isinstance(target, ast.Attribute) and target.attr == "data"):

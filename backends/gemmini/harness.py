@@ -201,7 +201,11 @@ def instrument_substitute_file(file_text: str, begin_line: int, end_line: int, i
 
 
 def generate_substitute_harness(
-    global_arrays: list[str], seed: int, inside_function: bool, candidate_file: str = CANDIDATE_FILE
+    global_arrays: list[str],
+    seed: int,
+    inside_function: bool,
+    main_args: str = "",
+    candidate_file: str = CANDIDATE_FILE,
 ) -> HarnessPlan:
     """Harness for an Autocomp-style test program: run its ``main`` once and snapshot its
     global arrays when it returns or calls ``exit``."""
@@ -227,7 +231,7 @@ def generate_substitute_harness(
         "  atexit(autocomp_final);",
         f"  srand({seed}u);",
         f"  if ({measure_all}) AUTOCOMP_MEASURE_BEGIN();",
-        "  int rc = autocomp_user_main();",
+        f"  int rc = autocomp_user_main({main_args});",
         "  autocomp_final();",
         "  return rc;",
         "}",

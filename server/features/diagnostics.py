@@ -29,6 +29,8 @@ def kernel_range(ls: AutocompServer, job: Job) -> lsp.Range:
 def publish(ls: AutocompServer, uri: str) -> None:
     """Diagnostics for the newest job of each kernel in ``uri`` whose result is not
     applied yet (an applied rewrite makes the old beam meaningless)."""
+    if ls.closing:
+        return
     latest: dict[str, Job] = {}
     for job in ls.jobs.for_uri(uri):
         latest[job.kernel] = job

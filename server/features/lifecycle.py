@@ -57,6 +57,7 @@ def register(server: AutocompServer) -> None:
 
     @server.feature(lsp.SHUTDOWN)
     async def shutdown(ls: AutocompServer, *args: object) -> None:
+        ls.closing = True
         await ls.jobs.shutdown()
 
     @server.feature(lsp.EXIT)

@@ -78,10 +78,8 @@ STATE = State()
 
 
 def begin_run(kernel_file: str = "", reverse_affine: bool = False) -> None:
-    """Start a fresh kernel run (keeps the API style chosen by the imports)."""
-    style = STATE.style
-    STATE.__init__()
-    STATE.style = style
+    """Start a fresh kernel run."""
+    STATE.__init__()  # the API style is fixed again by the run's first NKI call
     STATE.kernel_file = os.path.abspath(kernel_file) if kernel_file else ""
     STATE.reverse_affine = reverse_affine
     STATE.active = True
@@ -517,11 +515,11 @@ def _named(t: Tensor) -> str:
     return f" '{t.alloc.name}' (allocated line {t.alloc.line})" if t.alloc.name else f" (allocated line {t.alloc.line})"
 
 
-def record(op: str, engine: str, partitions: int, free: int, dtype_bytes: int,
+def record(opname: str, engine: str, partitions: int, free: int, dtype_bytes: int,
            reads: Iterable[Tensor], writes: Iterable[Tensor], **info: Any) -> int:
     """Append one instruction to the trace; returns its index."""
     _, line = call_site()
-    STATE.trace.append(Instr(op, engine, line, int(partitions), int(free), int(dtype_bytes),
+    STATE.trace.append(Instr(opname, engine, line, int(partitions), int(free), int(dtype_bytes),
                              tuple(t.alloc.id for t in reads), tuple(t.alloc.id for t in writes), info))
     return len(STATE.trace) - 1
 

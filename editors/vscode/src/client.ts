@@ -4,6 +4,8 @@
  * "couldn't create connection" pop-ups). Job notifications are forwarded to the JobStore.
  */
 
+import * as readline from "readline";
+import type { Readable } from "stream";
 import * as vscode from "vscode";
 import {
   CloseAction,
@@ -12,11 +14,10 @@ import {
   type LanguageClientOptions,
   RevealOutputChannelOn,
   type ServerOptions,
-  TransportKind,
 } from "vscode-languageclient/node";
 
 import type { JobStore } from "./jobs";
-import { serverLaunch, startFailureMessage, type Launch } from "./launch";
+import { findOnPath, serverLaunch, startFailureMessage, type Launch } from "./launch";
 import { Method, type JobStatus } from "./protocol";
 import { serverEnvironment } from "./secrets";
 
@@ -25,11 +26,27 @@ export const LANGUAGES = ["c", "cuda-cpp", "python"] as const;
 
 export type MiddlewareHook = LanguageClientOptions["middleware"];
 
+/**
+ * The stock client, except that a failed start is only logged: ServerConnection shows one
+ * message with the fix instead of the client's generic "couldn't create connection" pop-up.
+ */
+class AutocompLanguageClient extends LanguageClient {
+  override error(message: string, data?: unknown, showNotification: boolean | "force" = true): void {
+    super.error(message, data, /couldn't create connection/.test(message) ? false : showNotification);
+  }
+}
+
+function lines(input: Readable, each: (line: string) => void): void {
+  readline.createInterface({ input, crlfDelay: Infinity, terminal: false, historySize: 0 }).on("line", each);
+}
+
 export class ServerConnection implements vscode.Disposable {
   private client: LanguageClient | undefined;
   private starting: Promise<LanguageClient | undefined> | undefined;
   private launch: Launch | undefined;
   private crashes: number[] = [];
+  /** The server's last stderr lines: the real reason when it exits during start-up. */
+  private stderrTail: string[] = [];
 
   constructor(
     private readonly context: vscode.ExtensionContext,
@@ -75,7 +92,7 @@ export class ServerConnection implements vscode.Disposable {
       try {
         await client.stop(5000);
       } catch (error) {
-        this.output.appendLine(`[autocomp] stopping the server: ${String(error)}`);
+        this.output.info(`[autocomp] stopping the server: ${String(error)}`);
       }
       await client.dispose();
     }
@@ -99,12 +116,20 @@ export class ServerConnection implements vscode.Disposable {
     this.launch = launch;
     const env = await serverEnvironment(process.env, this.context.secrets);
     const cwd = vscode.workspace.workspaceFolders?.[0]?.uri.fsPath;
+    if (findOnPath(launch.command, env.PATH ?? "") === undefined) {
+      const error = new Error(`spawn ${launch.command} ENOENT`);
+      this.output.error(`[autocomp] could not start: ${error.message}`);
+      void this.reportStartFailure(launch, error);
+      return undefined;
+    }
+    // No `transport`: the client would append `--stdio`, which `autocomp lsp` does not take
+    // (stdio is its only transport).
     const serverOptions: ServerOptions = {
       command: launch.command,
       args: launch.args,
-      transport: TransportKind.stdio,
       options: { env, cwd },
     };
+    this.stderrTail = [];
     const clientOptions: LanguageClientOptions = {
       documentSelector: LANGUAGES.flatMap((language) => [
         { scheme: "file", language },
@@ -112,10 +137,21 @@ export class ServerConnection implements vscode.Disposable {
       ]),
       synchronize: { configurationSection: "autocomp" },
       outputChannel: this.output,
+      stdioOptions: {
+        stdout: (input, channel) => lines(input, (line) => channel.info(line)),
+        stderr: (input, channel) =>
+          lines(input, (line) => {
+            channel.error(line);
+            this.stderrTail.push(line);
+            if (this.stderrTail.length > 20) {
+              this.stderrTail.shift();
+            }
+          }),
+      },
       // The start-failure message below replaces the client's own pop-ups.
       revealOutputChannelOn: RevealOutputChannelOn.Never,
       initializationFailedHandler: (error) => {
-        this.output.appendLine(`[autocomp] initialization failed: ${String(error)}`);
+        this.output.info(`[autocomp] initialization failed: ${String(error)}`);
         return false;
       },
       errorHandler: {
@@ -124,15 +160,17 @@ export class ServerConnection implements vscode.Disposable {
       },
       middleware: this.middleware,
     };
-    const client = new LanguageClient("autocomp", "Autocomp", serverOptions, clientOptions);
+    const client = new AutocompLanguageClient("autocomp", "Autocomp", serverOptions, clientOptions);
     client.onNotification(Method.jobStatus, (job: JobStatus) => this.jobs.update(job));
-    this.output.appendLine(`[autocomp] starting: ${launch.display}`);
+    this.output.info(`[autocomp] starting: ${launch.display}`);
     try {
       await client.start();
     } catch (error) {
-      this.output.appendLine(`[autocomp] could not start: ${String(error)}`);
+      this.output.info(`[autocomp] could not start: ${String(error)}`);
       await client.dispose().catch(() => undefined);
-      void this.reportStartFailure(launch, error);
+      // Give the server's last words (stderr) a moment to arrive: they name the real cause.
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      void this.reportStartFailure(launch, error, this.stderrTail.slice(-3).join(" | "));
       return undefined;
     }
     this.client = client;
@@ -149,7 +187,7 @@ export class ServerConnection implements vscode.Disposable {
         this.jobs.update(job);
       }
     } catch (error) {
-      this.output.appendLine(`[autocomp] ${Method.jobs} failed: ${String(error)}`);
+      this.output.info(`[autocomp] ${Method.jobs} failed: ${String(error)}`);
     }
   }
 
@@ -163,7 +201,7 @@ export class ServerConnection implements vscode.Disposable {
     this.crashes = this.crashes.filter((t) => now - t < 180_000);
     this.crashes.push(now);
     if (this.crashes.length <= 3) {
-      this.output.appendLine("[autocomp] the server exited; restarting it");
+      this.output.info("[autocomp] the server exited; restarting it");
       return { action: CloseAction.Restart, handled: true };
     }
     this.client = undefined;
@@ -183,9 +221,9 @@ export class ServerConnection implements vscode.Disposable {
     return { action: CloseAction.DoNotRestart, handled: true };
   }
 
-  private async reportStartFailure(launch: Launch, error: unknown): Promise<void> {
+  private async reportStartFailure(launch: Launch, error: unknown, serverSaid = ""): Promise<void> {
     const choice = await vscode.window.showErrorMessage(
-      startFailureMessage(launch, error),
+      startFailureMessage(launch, error, serverSaid),
       "Open Settings",
       "Show Output",
     );

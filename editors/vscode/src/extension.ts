@@ -8,9 +8,8 @@ import * as vscode from "vscode";
 import { CandidateDocuments, SCHEME } from "./candidateDocs";
 import { ServerConnection, type MiddlewareHook } from "./client";
 import { Commands } from "./commands";
-import { formatSpeedup } from "./format";
 import { JobStore } from "./jobs";
-import { ServerCommand, type JobStatus, type OptimizeResult } from "./protocol";
+import { ServerCommand, type OptimizeResult } from "./protocol";
 import { RunViews } from "./runView";
 import { JobStatusBar } from "./statusBar";
 
@@ -56,7 +55,6 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     runViews,
     vscode.workspace.registerTextDocumentContentProvider(SCHEME, docs),
     ...commands.register(),
-    announceEndings(jobs),
     vscode.workspace.onDidChangeConfiguration((event) => {
       if (event.affectsConfiguration("autocomp.server")) {
         void vscode.window
@@ -66,31 +64,11 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     }),
   );
 
+  // The server itself announces how each job ended (window/showMessage), so the extension
+  // adds no toast of its own; the status bar keeps the last job's outcome one click away.
+
   // Start the server with the first kernel-language file; failures are reported inside.
   await connection.ensure();
-}
-
-/** One message when a job ends, with the next useful actions. */
-function announceEndings(jobs: JobStore): { dispose(): void } {
-  return jobs.onDidChange((job: JobStatus, previous: JobStatus | undefined) => {
-    if (job.state === "running" || previous?.state === job.state) {
-      return;
-    }
-    if (previous === undefined && job.state !== "finished") {
-      return; // an old job picked up after a restart: nothing new to announce
-    }
-    const best = job.bestSpeedup !== null ? ` Best: ${formatSpeedup(job.bestSpeedup)} on ${job.primaryMetric}.` : "";
-    const text = `Autocomp: ${job.kernel} ${job.state}.${best}${job.message ? ` ${job.message}` : ""}`;
-    const actions = job.bestCandidateId ? ["Show Run", "Show Diff"] : ["Show Run"];
-    const show = job.state === "failed" ? vscode.window.showErrorMessage : vscode.window.showInformationMessage;
-    void show(text, ...actions).then((choice) => {
-      if (choice === "Show Run") {
-        void vscode.commands.executeCommand("autocomp.showRun", job.jobId);
-      } else if (choice === "Show Diff" && job.bestCandidateId) {
-        void vscode.commands.executeCommand("autocomp.showCandidateDiff", job.jobId, job.bestCandidateId);
-      }
-    });
-  });
 }
 
 export async function deactivate(): Promise<void> {

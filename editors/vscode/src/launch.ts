@@ -1,8 +1,10 @@
 /**
- * How the extension starts `autocomp lsp`, worked out from the settings. Pure (no `vscode`
- * import) so the rules are unit-tested: a Python interpreter setting wins over the command,
+ * How the extension starts `autocomp lsp`, worked out from the settings. No `vscode` import,
+ * so the rules are unit-tested: a Python interpreter setting wins over the command,
  * because it pins the environment that has Autocomp installed.
  */
+
+import { accessSync, constants, statSync } from "fs";
 
 export interface ServerSettings {
   /** `autocomp.server.path`: the autocomp executable (a name on PATH or a full path). */
@@ -43,16 +45,45 @@ export function serverLaunch(settings: ServerSettings): Launch {
   return { command, args, display: [quote(command), ...args.map(quote)].join(" ") };
 }
 
-/** The message, with the fix, shown when the server cannot be started. */
-export function startFailureMessage(launch: Launch, error: unknown): string {
+/**
+ * Where `command` would be found: itself when it names a path, else the first executable
+ * of that name on `pathVar`. Undefined when there is none (the spawn would fail ENOENT).
+ */
+export function findOnPath(command: string, pathVar: string, isExecutable: (file: string) => boolean = executable): string | undefined {
+  if (command.includes("/")) {
+    return isExecutable(command) ? command : undefined;
+  }
+  for (const dir of pathVar.split(":")) {
+    const file = `${dir === "" ? "." : dir}/${command}`;
+    if (isExecutable(file)) {
+      return file;
+    }
+  }
+  return undefined;
+}
+
+function executable(file: string): boolean {
+  try {
+    accessSync(file, constants.X_OK);
+    return statSync(file).isFile();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The message, with the fix, shown when the server cannot be started. `serverSaid` is the
+ * tail of the server's stderr, which usually names the real cause.
+ */
+export function startFailureMessage(launch: Launch, error: unknown, serverSaid = ""): string {
   const detail = error instanceof Error ? error.message : String(error);
-  const notFound = /ENOENT|not found|No such file/i.test(detail);
-  const noModule = /No module named ['"]?autocomp/i.test(detail);
+  const notFound = /ENOENT/i.test(detail);
+  const noModule = /No module named ['"]?autocomp/i.test(`${detail} ${serverSaid}`);
   const cause = notFound
     ? `the command \`${launch.command}\` was not found`
     : noModule
       ? `Python at \`${launch.command}\` has no \`autocomp\` package`
-      : `\`${launch.display}\` failed (${detail})`;
+      : `\`${launch.display}\` exited during start-up${serverSaid ? ` saying: ${serverSaid}` : ` (${detail})`}`;
   return (
     `Autocomp could not start its language server: ${cause}. ` +
     "Fix: install Autocomp into a Python 3.10–3.12 environment (`pip install -e .` in the Autocomp checkout, or `pip install autocomp`), " +

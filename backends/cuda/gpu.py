@@ -1,0 +1,41 @@
+"""Is there an NVIDIA GPU here? Asked once per process through ``nvidia-smi`` (no CUDA
+library is loaded into the editor's or CLI's process)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from functools import lru_cache
+
+
+@lru_cache(maxsize=1)
+def gpu_names() -> tuple[str, ...]:
+    """Names of the visible NVIDIA GPUs; empty when none (or nvidia-smi is missing)."""
+    tool = shutil.which("nvidia-smi")
+    if not tool:
+        return ()
+    try:
+        out = subprocess.run([tool, "--query-gpu=name", "--format=csv,noheader"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return ()
+    if out.returncode != 0:
+        return ()
+    return tuple(line.strip() for line in out.stdout.splitlines() if line.strip())
+
+
+def gpu_enabled(setting: object = None) -> bool:
+    """The GPU tier runs when a GPU is visible, unless turned off by the ``gpu = "off"``
+    setting or ``AUTOCOMP_CUDA_GPU=off``."""
+    wanted = str(setting if setting is not None else os.environ.get("AUTOCOMP_CUDA_GPU", "auto")).lower()
+    if wanted in ("off", "0", "false", "no"):
+        return False
+    return bool(gpu_names())
+
+
+def short_name(name: str) -> str:
+    """``NVIDIA H200`` -> ``H200``: what the metric source shows."""
+    for prefix in ("NVIDIA ", "Tesla "):
+        if name.startswith(prefix):
+            name = name[len(prefix):]
+    return name.strip() or "GPU"

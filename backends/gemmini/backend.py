@@ -1,0 +1,477 @@
+"""The Gemmini target: C kernels built with the RISC-V cross compiler and run on Spike with
+Autocomp's Gemmini extension (bit-exact functional model + timing model).
+
+For each batch the original kernel (the oracle) and every candidate are built into their
+own ELF with a generated harness (:mod:`.harness`) in their own temporary directory, and
+run in parallel up to the core count. The extension hands back, on a channel the program
+cannot write, the modelled cycles of the measured call and memory snapshots; correctness
+is decided here by comparing the snapshots with the original's (:mod:`.compare`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from autocomp.backends.base import Backend, BackendError, TierInfo, ToolCheck
+from autocomp.model import Evaluation, KernelSpan, Metric, Problem, Verdict
+from autocomp.sandbox import cpu_slots
+
+from . import compare
+from .checks import reject_reason
+from .cscan import blank_comments, find_global_arrays
+from .detect import HINT, SUBSTITUTE_NAME, detect_kernels, find_function
+from .elfsym import ElfError, read_symbols
+from .harness import (
+    CANDIDATE_FILE,
+    HARNESS_FILE,
+    MODES,
+    HarnessPlan,
+    generate_function_harness,
+    generate_substitute_harness,
+    instrument_substitute_file,
+)
+from .signature import Signature, parse_signature
+
+TIER_NAME = "spike + gemmini timing model"
+MODEL_SOURCE = "gemmini timing model"
+SCRATCHPAD_ROWS = 4 * 4096  # default Gemmini configuration (FACTS.md)
+ACCUMULATOR_ROWS = 1024
+
+DEFAULTS: dict[str, Any] = {
+    "seeds": [1, 2, 3],
+    "compile_timeout": 60.0,
+    "run_timeout": 60.0,
+    "max_instructions": 200_000_000,
+    "keep_builds": False,
+}
+
+
+@dataclass
+class Prepared:
+    """Everything about a problem that does not depend on the candidate."""
+
+    mode: str  # "function" or "substitute"
+    span: KernelSpan
+    seeds: tuple[int, ...]
+    sig: Signature | None = None
+    global_arrays: list[str] = field(default_factory=list)
+    inside_function: bool = False
+    main_args: str = ""
+    headers: dict[str, bytes] = field(default_factory=dict)
+    file_label: str = "kernel.c"
+
+
+@dataclass
+class RunResult:
+    """A built-and-run piece of code: either a terminal evaluation (rejected, compile error,
+    runtime error, timeout) or the simulator's report to be judged."""
+
+    evaluation: Evaluation | None = None
+    sim: Any = None  # toolchain.SimRun
+    seconds: float = 0.0
+
+
+@dataclass
+class Reference:
+    sig: Signature | None
+    snapshots: list[dict[str, bytes]]
+
+
+class GemminiBackend(Backend):
+    name = "gemmini"
+    file_suffixes = (".c", ".h")
+    primary_metric = "cycles"
+    lower_is_better = True
+    evaluator_version = "1"
+
+    def __init__(self, settings: dict[str, Any] | None = None) -> None:
+        super().__init__(settings)
+        self._toolchain: Any = None
+        self._references: dict[tuple[str, tuple[int, ...]], Reference] = {}
+
+    # -- settings --------------------------------------------------------------------
+    def _setting(self, key: str) -> Any:
+        return self.settings.get(key, DEFAULTS[key])
+
+    def seeds(self) -> tuple[int, ...]:
+        raw = self._setting("seeds")
+        if isinstance(raw, int):
+            raw = [raw]
+        try:
+            seeds = tuple(int(s) for s in raw)
+        except (TypeError, ValueError):
+            raise BackendError(
+                f"autocomp.target.gemmini.seeds must be a list of integers, got {raw!r}"
+            ) from None
+        if not seeds:
+            raise BackendError("autocomp.target.gemmini.seeds is empty; give at least one seed, e.g. [1, 2, 3]")
+        return seeds
+
+    # -- finding kernels -------------------------------------------------------------
+    def detect(self, path: str, text: str) -> list[KernelSpan]:
+        return detect_kernels(text)
+
+    def detection_hint(self) -> str:
+        return HINT
+
+    # -- toolchain -------------------------------------------------------------------
+    def toolchain(self) -> Any:
+        """The discovered toolchain (BackendError naming the missing piece and its fix)."""
+        if self._toolchain is None:
+            try:
+                from .toolchain import GemminiToolchain
+            except ImportError as exc:
+                raise BackendError(f"the Gemmini toolchain module cannot load ({exc}); run `autocomp doctor`") from exc
+            self._toolchain = GemminiToolchain.discover(self.settings)
+        return self._toolchain
+
+    def tier(self) -> TierInfo:
+        try:
+            self.toolchain()
+        except BackendError as exc:
+            return TierInfo(name="gemmini (toolchain missing)", confirms=False, note=str(exc))
+        return TierInfo(name=TIER_NAME, confirms=True, note="Spike with Autocomp's Gemmini functional and timing model")
+
+    def doctor(self) -> list[ToolCheck]:
+        try:
+            from .toolchain import GemminiToolchain
+        except ImportError as exc:
+            return [ToolCheck("gemmini toolchain module", False, f"cannot import: {exc}")]
+        return list(GemminiToolchain.doctor(self.settings))
+
+    # -- problem preparation ---------------------------------------------------------
+    def prepare(self, problem: Problem) -> Prepared:
+        """Parse the problem once: signature (function mode) or the test program's globals
+        (SUBSTITUTE mode). BackendError with the fix when the harness cannot be built."""
+        text = problem.file_text
+        seeds = self.seeds()
+        headers = _local_headers(problem.path)
+        label = os.path.basename(problem.path) or "kernel.c"
+        if problem.span.name == SUBSTITUTE_NAME and _has_markers(text, problem.span):
+            main = find_function(text, "main")
+            if main is None:
+                raise BackendError(
+                    f"{problem.path}: a `// SUBSTITUTE HERE` test program needs a main() that runs the kernel"
+                )
+            main_params = " ".join(main.params(blank_comments(text)).split())
+            main_args = "" if main_params in ("", "void") else "0, (char **)0"
+            lines = text.splitlines(keepends=True)
+            start_off = sum(len(l) for l in lines[: problem.span.start_line])
+            end_off = sum(len(l) for l in lines[: problem.span.end_line])
+            clean = blank_comments(text)
+            inside = _brace_depth(clean, start_off) > 0
+            arrays = [g.name for g in find_global_arrays(text, exclude=(start_off, end_off))]
+            if not arrays:
+                raise BackendError(
+                    f"{problem.path}: the test program has no global arrays outside the SUBSTITUTE region, so "
+                    f"there is nothing to compare; keep inputs and outputs in file-scope arrays"
+                )
+            return Prepared("substitute", problem.span, seeds[:1], None, arrays, inside, main_args, headers, label)
+        fn = find_function(text, problem.span.name)
+        if fn is None:
+            raise BackendError(f"{problem.path}: kernel function {problem.span.name!r} not found")
+        sig = parse_signature(text, fn)
+        return Prepared("function", problem.span, seeds, sig, headers=headers, file_label=label)
+
+    # -- evaluation ------------------------------------------------------------------
+    async def evaluate(self, problem: Problem, codes: Sequence[str]) -> list[Evaluation]:
+        prep = self.prepare(problem)
+        toolchain = self.toolchain()
+        slots = asyncio.Semaphore(cpu_slots())
+        key = (problem.content_hash() + self.cache_identity(), prep.seeds)
+        ref_task: asyncio.Task | None = None
+        tasks: list[asyncio.Task] = []
+        try:
+            if key not in self._references:
+                ref_task = asyncio.create_task(self._reference(problem, prep, toolchain, slots))
+            tasks = [asyncio.create_task(self._build_and_run(problem, prep, prep.sig, code, toolchain, slots)) for code in codes]
+            if ref_task is not None:
+                self._references[key] = await ref_task
+            ref = self._references[key]
+            results = list(await asyncio.gather(*tasks))
+            if ref.sig is not None and prep.sig is not None and ref.sig != prep.sig:
+                # The original wrote an array the signature called an input: redo with the
+                # corrected roles (rare; only the first batch of a problem pays).
+                reruns = [
+                    asyncio.create_task(self._build_and_run(problem, prep, ref.sig, code, toolchain, slots))
+                    for code in codes
+                ]
+                tasks = reruns
+                results = list(await asyncio.gather(*reruns))
+            return [self._judge(prep, ref, r) for r in results]
+        finally:
+            for t in tasks + ([ref_task] if ref_task else []):
+                if not t.done():
+                    t.cancel()
+
+    async def _reference(self, problem: Problem, prep: Prepared, toolchain: Any, slots: asyncio.Semaphore) -> Reference:
+        """Run the original kernel; its snapshots are what candidates must reproduce."""
+        sig = prep.sig
+        for _attempt in range(2):
+            run = await self._build_and_run(problem, prep, sig, problem.code, toolchain, slots, is_reference=True)
+            if run.evaluation is not None:
+                ev = run.evaluation
+                raise BackendError(
+                    f"{problem.path}: the original kernel `{problem.name}` cannot serve as the reference "
+                    f"({ev.verdict.value}): {ev.feedback}"
+                )
+            if prep.mode == "substitute" or sig is None:
+                return Reference(None, run.sim.snapshots)
+            changed = compare.changed_inputs(sig, run.sim.snapshots, len(prep.seeds))
+            if not changed:
+                return Reference(sig, run.sim.snapshots)
+            sig = sig.reclassified(changed)
+        raise BackendError(f"{problem.path}: could not tell the inputs of `{problem.name}` from its outputs")
+
+    async def _build_and_run(
+        self,
+        problem: Problem,
+        prep: Prepared,
+        sig: Signature | None,
+        code: str,
+        toolchain: Any,
+        slots: asyncio.Semaphore,
+        is_reference: bool = False,
+    ) -> RunResult:
+        start = time.monotonic()
+        if not is_reference:
+            reason = reject_reason(
+                code, problem.name if prep.mode == "function" else None, sig.params if sig else None
+            )
+            if reason:
+                return RunResult(Evaluation(Verdict.REJECTED, feedback=reason, tier=TIER_NAME), seconds=time.monotonic() - start)
+        async with slots:
+            workdir = tempfile.mkdtemp(prefix="autocomp-gemmini-")
+            try:
+                result = await self._build_in(workdir, problem, prep, sig, code, toolchain)
+            finally:
+                if not self._setting("keep_builds"):
+                    shutil.rmtree(workdir, ignore_errors=True)
+        result.seconds = time.monotonic() - start
+        if result.evaluation is not None:
+            result.evaluation.seconds = result.seconds
+        return result
+
+    async def _build_in(
+        self, workdir: str, problem: Problem, prep: Prepared, sig: Signature | None, code: str, toolchain: Any
+    ) -> RunResult:
+        for name, data in prep.headers.items():
+            with open(os.path.join(workdir, name), "wb") as f:
+                f.write(data)
+        candidate_text = problem.file_with(code)
+        plan: HarnessPlan
+        if prep.mode == "function":
+            assert sig is not None
+            plan = generate_function_harness(sig, prep.seeds)
+        else:
+            n_code_lines = len((code if code.endswith("\n") or not code else code + "\n").splitlines())
+            candidate_text = instrument_substitute_file(
+                candidate_text, prep.span.start_line - 1, prep.span.start_line + n_code_lines, prep.inside_function
+            )
+            plan = generate_substitute_harness(prep.global_arrays, prep.seeds[0], prep.inside_function, main_args=prep.main_args)
+        with open(os.path.join(workdir, CANDIDATE_FILE), "w", encoding="utf-8") as f:
+            f.write(candidate_text)
+        with open(os.path.join(workdir, HARNESS_FILE), "w", encoding="utf-8") as f:
+            f.write(plan.source)
+        elf = os.path.join(workdir, "kernel.elf")
+        built = await toolchain.compile([HARNESS_FILE], elf, workdir, timeout=float(self._setting("compile_timeout")))
+        if not built.ok or not os.path.exists(elf):
+            if built.timed_out:
+                message = f"the compiler did not finish within {self._setting('compile_timeout')} s"
+            else:
+                message = map_compiler_message(built.tail(6000), prep.span, _line_count(code), prep.file_label)
+            return RunResult(Evaluation(Verdict.COMPILE_ERROR, feedback=message, tier=TIER_NAME))
+        try:
+            symbols = read_symbols(elf)
+        except (OSError, ElfError) as exc:
+            return RunResult(Evaluation(Verdict.RUNTIME_ERROR, feedback=f"cannot read the built program: {exc}", tier=TIER_NAME))
+        regions: dict[str, tuple[str, int]] = {}
+        for region, symbol in plan.region_symbols.items():
+            sym = symbols.get(symbol)
+            if sym is not None and sym.size > 0:
+                regions[region] = (symbol, sym.size)
+            elif prep.mode == "function":
+                return RunResult(Evaluation(Verdict.RUNTIME_ERROR, feedback=f"harness array {symbol} missing from the program", tier=TIER_NAME))
+        sim = await toolchain.run(
+            elf,
+            workdir,
+            regions,
+            timeout=float(self._setting("run_timeout")),
+            max_instructions=int(self._setting("max_instructions")),
+        )
+        terminal = self._run_failure(sim, plan)
+        if terminal is not None:
+            return RunResult(terminal)
+        return RunResult(sim=sim)
+
+    def _run_failure(self, sim: Any, plan: HarnessPlan) -> Evaluation | None:
+        """A terminal verdict from the simulator's report, or None when it ran through."""
+        out = _tail(sim.stdout)
+        printed = f"\nProgram output (untrusted):\n{out}" if out else ""
+        if sim.timed_out:
+            return Evaluation(
+                Verdict.TIMEOUT,
+                feedback=(
+                    f"stopped: the run exceeded the wall limit ({self._setting('run_timeout')} s) or "
+                    f"{int(self._setting('max_instructions')):,} instructions" + (f"; {sim.error}" if sim.error else "") + printed
+                ),
+                tier=TIER_NAME,
+            )
+        if sim.error:
+            return Evaluation(Verdict.RUNTIME_ERROR, feedback=f"simulator stopped the program: {sim.error}{printed}", tier=TIER_NAME)
+        if sim.exit_code is None:
+            return Evaluation(Verdict.RUNTIME_ERROR, feedback=f"the program never exited{printed}", tier=TIER_NAME)
+        if sim.exit_code != 0:
+            return Evaluation(Verdict.RUNTIME_ERROR, feedback=f"the program exited with code {sim.exit_code}{printed}", tier=TIER_NAME)
+        if len(sim.snapshots) < plan.snapshots_per_run:
+            return Evaluation(
+                Verdict.RUNTIME_ERROR,
+                feedback=(
+                    f"the program ended before the harness finished ({len(sim.snapshots)} of {plan.snapshots_per_run} "
+                    f"snapshots taken): the kernel must return normally, not call exit(){printed}"
+                ),
+                tier=TIER_NAME,
+            )
+        return None
+
+    def _judge(self, prep: Prepared, ref: Reference, run: RunResult) -> Evaluation:
+        if run.evaluation is not None:
+            return run.evaluation
+        sim = run.sim
+        if prep.mode == "function":
+            assert ref.sig is not None
+            mismatch = compare.compare_function_runs(ref.sig, prep.seeds, MODES, ref.snapshots, sim.snapshots)
+        else:
+            mismatch = compare.compare_globals(ref.snapshots[0], sim.snapshots[0])
+        metrics = _metrics(sim)
+        if mismatch is not None:
+            return Evaluation(Verdict.INCORRECT, metrics=metrics, feedback=mismatch.message, tier=TIER_NAME, confirmed=True, seconds=run.seconds)
+        if sim.cycles is None:
+            return Evaluation(
+                Verdict.RUNTIME_ERROR,
+                feedback="the timing model reported no measured region",
+                tier=TIER_NAME,
+                seconds=run.seconds,
+            )
+        return Evaluation(Verdict.CORRECT, metrics=metrics, feedback=summary(sim), tier=TIER_NAME, confirmed=True, seconds=run.seconds)
+
+
+# -- helpers -------------------------------------------------------------------------
+
+
+def _metrics(sim: Any) -> dict[str, Metric]:
+    metrics: dict[str, Metric] = {}
+    if sim.cycles is not None:
+        metrics["cycles"] = Metric(float(sim.cycles), "cycles", MODEL_SOURCE)
+    if sim.instructions is not None:
+        metrics["instructions"] = Metric(float(sim.instructions), "instructions", "spike")
+    for queue, busy in sorted((sim.queue_busy or {}).items()):
+        metrics[f"{queue}_busy"] = Metric(float(busy), "cycles", MODEL_SOURCE)
+    metrics["scratchpad_rows"] = Metric(float(sim.scratchpad_rows_used), "rows", MODEL_SOURCE)
+    metrics["accumulator_rows"] = Metric(float(sim.accumulator_rows_used), "rows", MODEL_SOURCE)
+    return metrics
+
+
+def summary(sim: Any) -> str:
+    """Readable hardware feedback for the plan prompt: cycles, where they went, memory use."""
+    lines = []
+    cycles = sim.cycles or 0
+    if sim.cycles is not None:
+        lines.append(f"Modelled {sim.cycles:,} cycles (gemmini timing model) for one kernel call.")
+    if sim.instructions is not None:
+        lines.append(f"Host instructions in the call: {sim.instructions:,} (spike).")
+    busy = sim.queue_busy or {}
+    if busy:
+        parts = []
+        for queue in ("load", "execute", "store"):
+            if queue in busy:
+                share = f" ({100 * busy[queue] / cycles:.0f}% of cycles)" if cycles else ""
+                parts.append(f"{queue} {busy[queue]:,}{share}")
+        lines.append("Queue busy cycles: " + ", ".join(parts) + ".")
+        top = max(busy, key=lambda q: busy[q])
+        if cycles and busy[top] < 0.5 * cycles:
+            lines.append(
+                "No queue is busy for half the time: the kernel is bound by host-side issue, fences or "
+                "dependencies; overlap loads, compute and stores, and issue fewer, larger commands."
+            )
+        else:
+            lines.append(f"Busiest queue: {top}.")
+    lines.append(
+        f"Scratchpad rows used: {sim.scratchpad_rows_used:,} of {SCRATCHPAD_ROWS:,}; accumulator rows used: "
+        f"{sim.accumulator_rows_used:,} of {ACCUMULATOR_ROWS:,}."
+    )
+    return "\n".join(lines)
+
+
+_DIAG = re.compile(r"^(?:\./)?kernel\.c:(\d+)(:\d+)?(:)", re.M)
+
+
+def _line_count(code: str) -> int:
+    return len(code.splitlines())
+
+
+def map_compiler_message(text: str, span: KernelSpan, code_lines: int, file_label: str) -> str:
+    """Compiler output with candidate-file lines turned into kernel-relative ones
+    ("kernel line 7:12: error: ...") and the include chain noise dropped. ``code_lines`` is
+    the candidate kernel's length; lines after it map back to the original file's."""
+    original_len = span.end_line - span.start_line
+
+    def repl(m: re.Match) -> str:
+        line = int(m.group(1))  # 1-based line in the candidate file
+        col = m.group(2) or ""
+        if span.start_line < line <= span.start_line + code_lines:
+            return f"kernel line {line - span.start_line}{col}{m.group(3)}"
+        if line > span.start_line + code_lines:
+            line = line - code_lines + original_len
+        return f"{file_label}:{line}{col}{m.group(3)}"
+
+    kept = [l for l in text.splitlines() if not l.startswith("In file included from") and not l.strip().startswith("from harness.c")]
+    return _DIAG.sub(repl, "\n".join(kept)).strip()
+
+
+def _tail(text: str, limit: int = 1500) -> str:
+    text = (text or "").strip()
+    return text if len(text) <= limit else "…" + text[-limit:]
+
+
+def _has_markers(text: str, span: KernelSpan) -> bool:
+    lines = text.splitlines()
+    return span.start_line >= 1 and "SUBSTITUTE HERE" in lines[span.start_line - 1]
+
+
+def _brace_depth(clean: str, offset: int) -> int:
+    depth = 0
+    for ch in clean[:offset]:
+        if ch == "{":
+            depth += 1
+        elif ch == "}":
+            depth = max(0, depth - 1)
+    return depth
+
+
+def _local_headers(path: str) -> dict[str, bytes]:
+    """Headers next to the kernel's file (``#include "params.h"``), copied into each build
+    directory. Our own gemmini.h always wins over a local copy."""
+    folder = os.path.dirname(os.path.abspath(path)) if path else ""
+    found: dict[str, bytes] = {}
+    if not folder or not os.path.isdir(folder):
+        return found
+    total = 0
+    for name in sorted(os.listdir(folder)):
+        full = os.path.join(folder, name)
+        if not name.endswith(".h") or name in ("gemmini.h", "autocomp_harness.h") or not os.path.isfile(full):
+            continue
+        size = os.path.getsize(full)
+        if total + size > 4 << 20:
+            break
+        with open(full, "rb") as f:
+            found[name] = f.read()
+        total += size
+    return found

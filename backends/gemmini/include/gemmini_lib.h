@@ -1,0 +1,253 @@
+/* Autocomp's Gemmini software library: tiled_matmul_auto and tiled_conv_auto.
+ *
+ * Included by gemmini.h. These are the "software library" baselines that hand-written and
+ * LLM-optimized kernels are compared with: a reasonable, general tiling (loop_ws per tile,
+ * tiles sized to half the scratchpad and half the accumulator so two loops can overlap),
+ * not a tuned schedule. The convolution lowers to a GEMM over an im2col buffer built by the
+ * host core.
+ */
+#ifndef AUTOCOMP_GEMMINI_LIB_H
+#define AUTOCOMP_GEMMINI_LIB_H
+
+/* CPU reference: C = act(scale(A*B + D)), the semantics the accelerator paths implement. */
+static void gemmini_matmul_cpu(size_t dim_I, size_t dim_J, size_t dim_K,
+                               const elem_t *A, const elem_t *B, const void *D, void *C,
+                               size_t stride_A, size_t stride_B, size_t stride_D, size_t stride_C,
+                               scale_t A_scale_factor, scale_t B_scale_factor, int act,
+                               acc_scale_t scale, bool repeating_bias, bool transpose_A,
+                               bool transpose_B, bool full_C, bool low_D) {
+  for (size_t i = 0; i < dim_I; i++) {
+    for (size_t j = 0; j < dim_J; j++) {
+      acc_t sum = 0;
+      if (D != NULL) {
+        size_t row = repeating_bias ? 0 : i;
+        sum = low_D ? (acc_t)((const elem_t *)D)[row * stride_D + j] : ((const acc_t *)D)[row * stride_D + j];
+      }
+      for (size_t k = 0; k < dim_K; k++) {
+        elem_t a = transpose_A ? A[k * stride_A + i] : A[i * stride_A + k];
+        elem_t b = transpose_B ? B[j * stride_B + k] : B[k * stride_B + j];
+        sum = (acc_t)((uint32_t)sum + (uint32_t)((acc_t)MVIN_SCALE(a, A_scale_factor) * (acc_t)MVIN_SCALE(b, B_scale_factor)));
+      }
+      if (full_C) {
+        ((acc_t *)C)[i * stride_C + j] = sum;
+      } else {
+        elem_t v = (elem_t)ACC_SCALE(sum, scale);
+        if (act == RELU && v < 0) v = 0;
+        ((elem_t *)C)[i * stride_C + j] = v;
+      }
+    }
+  }
+}
+
+/* Tile sizes (in DIM blocks) for loop_ws: C tile within half the accumulator, A and B tiles
+ * within half the scratchpad, grown from 4x4 while they fit. */
+static void gemmini_choose_tiles(size_t I, size_t J, size_t K, size_t *tI, size_t *tJ, size_t *tK) {
+  const size_t acc_tiles = (ACC_ROWS / 2) / DIM;
+  const size_t sp_tiles = (BANK_NUM * BANK_ROWS / 2) / DIM;
+  size_t ti = I < 4 ? I : 4, tj = J < 4 ? J : 4;
+  size_t tk = sp_tiles / (ti + tj);
+  if (tk > K) tk = K;
+  for (int grew = 1; grew;) {
+    grew = 0;
+    if (tj < J && ti * (tj + 1) <= acc_tiles && (ti + tj + 1) * tk <= sp_tiles) { tj++; grew = 1; }
+    if (ti < I && (ti + 1) * tj <= acc_tiles && (ti + 1 + tj) * tk <= sp_tiles) { ti++; grew = 1; }
+  }
+  *tI = ti; *tJ = tj; *tK = tk;
+}
+
+static void gemmini_tiled_matmul_os(size_t dim_I, size_t dim_J, size_t dim_K,
+                                    const elem_t *A, const elem_t *B, const void *D, void *C,
+                                    size_t stride_A, size_t stride_B, size_t stride_D, size_t stride_C,
+                                    scale_t A_scale_factor, scale_t B_scale_factor, int act,
+                                    acc_scale_t scale, bool repeating_bias, bool full_C, bool low_D) {
+  /* Output-stationary: one DIM x DIM output tile at a time, K streamed through the mesh,
+   * bias in the accumulator, result read back through the accumulator's scaling path. */
+  const size_t sizeof_C = full_C ? sizeof(acc_t) : sizeof(elem_t);
+  const size_t sizeof_D = low_D ? sizeof(elem_t) : sizeof(acc_t);
+  gemmini_extended_config_ex(OUTPUT_STATIONARY, NO_ACTIVATION, 0, 1, false, false);
+  gemmini_extended_config_st(stride_C * sizeof_C, act, scale);
+  gemmini_extended3_config_ld(stride_A * sizeof(elem_t), A_scale_factor, false, 0);
+  gemmini_extended3_config_ld(stride_B * sizeof(elem_t), B_scale_factor, false, 1);
+  gemmini_extended3_config_ld(repeating_bias ? 0 : stride_D * sizeof_D, MVIN_SCALE_IDENTITY, low_D, 2);
+  const uint32_t a_sp = 0, b_sp = BANK_ROWS * 2, c_acc = 1u << 31;
+  for (size_t i = 0; i < dim_I; i += DIM) {
+    const size_t rows = dim_I - i < DIM ? dim_I - i : DIM;
+    for (size_t j = 0; j < dim_J; j += DIM) {
+      const size_t cols = dim_J - j < DIM ? dim_J - j : DIM;
+      bool have_bias = D != NULL;
+      if (have_bias) {
+        const char *d = (const char *)D + ((repeating_bias ? 0 : i) * stride_D + j) * sizeof_D;
+        gemmini_extended_mvin3(d, c_acc, cols, rows);
+      }
+      for (size_t k = 0; k < dim_K; k += DIM) {
+        const size_t ks = dim_K - k < DIM ? dim_K - k : DIM;
+        gemmini_extended_mvin(A + i * stride_A + k, a_sp, ks, rows);
+        gemmini_extended_mvin2(B + k * stride_B + j, b_sp, cols, ks);
+        const bool last = k + DIM >= dim_K;
+        uint32_t out = last ? (c_acc | (have_bias ? (1u << 30) : 0)) : GARBAGE_ADDR;
+        gemmini_extended_preload(GARBAGE_ADDR, out, DIM, DIM, cols, rows);
+        if (k == 0) gemmini_extended_compute_preloaded(a_sp, b_sp, ks, rows, cols, ks);
+        else gemmini_extended_compute_accumulated(a_sp, b_sp, ks, rows, cols, ks);
+      }
+      gemmini_extended_mvout((char *)C + (i * stride_C + j) * sizeof_C, c_acc | (full_C ? (1u << 29) : 0), cols, rows);
+    }
+  }
+  gemmini_fence();
+}
+
+static void tiled_matmul_auto(size_t dim_I, size_t dim_J, size_t dim_K,
+                              const elem_t *A, const elem_t *B, const void *D, void *C,
+                              size_t stride_A, size_t stride_B, size_t stride_D, size_t stride_C,
+                              scale_t A_scale_factor, scale_t B_scale_factor, scale_acc_t D_scale_factor,
+                              int act, acc_scale_t scale, acc_scale_t bert_scale, bool repeating_bias,
+                              bool transpose_A, bool transpose_B, bool full_C, bool low_D,
+                              uint8_t weightA, enum tiled_matmul_type_t tiled_matmul_type) {
+  (void)D_scale_factor; (void)bert_scale; (void)weightA;
+  if (act != NO_ACTIVATION && act != RELU) {
+    printf("tiled_matmul_auto: activation %d is not supported (NO_ACTIVATION or RELU)\n", act);
+    exit(2);
+  }
+  if (tiled_matmul_type == CPU) {
+    gemmini_matmul_cpu(dim_I, dim_J, dim_K, A, B, D, C, stride_A, stride_B, stride_D, stride_C,
+                       A_scale_factor, B_scale_factor, act, scale, repeating_bias, transpose_A,
+                       transpose_B, full_C, low_D);
+    return;
+  }
+  if (tiled_matmul_type == OS) {
+    if (transpose_A || transpose_B) {
+      printf("tiled_matmul_auto: transposes need the WS dataflow\n");
+      exit(2);
+    }
+    gemmini_tiled_matmul_os(dim_I, dim_J, dim_K, A, B, D, C, stride_A, stride_B, stride_D, stride_C,
+                            A_scale_factor, B_scale_factor, act, scale, repeating_bias, full_C, low_D);
+    return;
+  }
+  const size_t I = (dim_I + DIM - 1) / DIM, J = (dim_J + DIM - 1) / DIM, K = (dim_K + DIM - 1) / DIM;
+  const size_t pad_I = I * DIM - dim_I, pad_J = J * DIM - dim_J, pad_K = K * DIM - dim_K;
+  const size_t sizeof_C = full_C ? sizeof(acc_t) : sizeof(elem_t);
+  const size_t sizeof_D = low_D ? sizeof(elem_t) : sizeof(acc_t);
+  size_t tI, tJ, tK;
+  gemmini_choose_tiles(I, J, K, &tI, &tJ, &tK);
+
+  gemmini_extended_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0, 1, transpose_A, transpose_B);
+  gemmini_extended_config_st(stride_C * sizeof_C, act, scale);
+  gemmini_extended3_config_ld(stride_A * sizeof(elem_t), A_scale_factor, false, 0);
+  gemmini_extended3_config_ld(stride_B * sizeof(elem_t), B_scale_factor, false, 1);
+  gemmini_extended3_config_ld(repeating_bias ? 0 : stride_D * sizeof_D, MVIN_SCALE_IDENTITY, low_D, 2);
+
+  for (size_t i0 = 0; i0 < I; i0 += tI) {
+    const size_t ni = I - i0 < tI ? I - i0 : tI;
+    for (size_t j0 = 0; j0 < J; j0 += tJ) {
+      const size_t nj = J - j0 < tJ ? J - j0 : tJ;
+      for (size_t k0 = 0; k0 < K; k0 += tK) {
+        const size_t nk = K - k0 < tK ? K - k0 : tK;
+        const bool last_k = k0 + nk >= K;
+        const elem_t *a = transpose_A ? A + k0 * DIM * stride_A + i0 * DIM : A + i0 * DIM * stride_A + k0 * DIM;
+        const elem_t *b = transpose_B ? B + j0 * DIM * stride_B + k0 * DIM : B + k0 * DIM * stride_B + j0 * DIM;
+        const void *d = NULL;
+        if (D != NULL && k0 == 0)
+          d = (const char *)D + ((repeating_bias ? 0 : i0 * DIM) * stride_D + j0 * DIM) * sizeof_D;
+        void *c = last_k ? (char *)C + (i0 * DIM * stride_C + j0 * DIM) * sizeof_C : NULL;
+        gemmini_loop_ws(ni, nj, nk,
+                        i0 + ni >= I ? pad_I : 0, j0 + nj >= J ? pad_J : 0, last_k ? pad_K : 0,
+                        a, b, d, c, stride_A, stride_B, repeating_bias ? 0 : stride_D, stride_C,
+                        transpose_A, transpose_B, full_C, low_D, (d != NULL) || k0 > 0, act, 0, 0, false);
+      }
+    }
+  }
+  gemmini_fence();
+}
+
+/* Explicit tile sizes (in DIM blocks), as in the Gemmini library's tiled_matmul. */
+static void tiled_matmul(size_t dim_I, size_t dim_J, size_t dim_K,
+                         const elem_t *A, const elem_t *B, const void *D, void *C,
+                         size_t stride_A, size_t stride_B, size_t stride_D, size_t stride_C,
+                         scale_t A_scale_factor, scale_t B_scale_factor, scale_acc_t D_scale_factor,
+                         int act, acc_scale_t scale, acc_scale_t bert_scale, bool repeating_bias,
+                         size_t tile_I, size_t tile_J, size_t tile_K,
+                         bool transpose_A, bool transpose_B, bool full_C, bool low_D,
+                         uint8_t weightA, enum tiled_matmul_type_t tiled_matmul_type) {
+  (void)tile_I; (void)tile_J; (void)tile_K;
+  tiled_matmul_auto(dim_I, dim_J, dim_K, A, B, D, C, stride_A, stride_B, stride_D, stride_C,
+                    A_scale_factor, B_scale_factor, D_scale_factor, act, scale, bert_scale,
+                    repeating_bias, transpose_A, transpose_B, full_C, low_D, weightA, tiled_matmul_type);
+}
+
+/* Convolution (NHWC input, weights as [kernel_dim*kernel_dim*in_channels][out_channels],
+ * bias [out_channels], output NHWC, optionally max-pooled) lowered to a GEMM over an
+ * im2col buffer that the host fills. */
+static void tiled_conv_auto(int batch_size, int in_row_dim, int in_col_dim, int in_channels,
+                            int out_channels, int out_row_dim, int out_col_dim,
+                            int stride, int input_dilation, int kernel_dilation, int padding, int kernel_dim,
+                            bool wrot180, bool trans_output_1203, bool trans_input_3120,
+                            bool trans_weight_1203, bool trans_weight_0132,
+                            const elem_t *input, const elem_t *weights, const acc_t *bias, elem_t *output,
+                            int act, acc_scale_t scale, int pool_size, int pool_stride, int pool_padding,
+                            enum tiled_matmul_type_t tiled_conv_type) {
+  if (trans_output_1203 || trans_input_3120 || trans_weight_1203 || trans_weight_0132) {
+    printf("tiled_conv_auto: transposed layouts (trans_*) are not supported\n");
+    exit(2);
+  }
+  if (input_dilation < 1) input_dilation = 1;
+  if (kernel_dilation < 1) kernel_dilation = 1;
+  const size_t rows = (size_t)batch_size * out_row_dim * out_col_dim;
+  const size_t patch = (size_t)kernel_dim * kernel_dim * in_channels;
+  const bool pooling = pool_size > 1 || pool_stride > 1;
+  elem_t *cols = (elem_t *)malloc(rows * patch);
+  elem_t *conv_out = pooling ? (elem_t *)malloc(rows * (size_t)out_channels) : output;
+  if (cols == NULL || conv_out == NULL) {
+    printf("tiled_conv_auto: out of memory for a %zu x %zu im2col buffer\n", rows, patch);
+    exit(2);
+  }
+  size_t r = 0;
+  for (int b = 0; b < batch_size; b++)
+    for (int orow = 0; orow < out_row_dim; orow++)
+      for (int ocol = 0; ocol < out_col_dim; ocol++, r++) {
+        elem_t *dst = cols + r * patch;
+        for (int kr = 0; kr < kernel_dim; kr++)
+          for (int kc = 0; kc < kernel_dim; kc++) {
+            const int krow = wrot180 ? kernel_dim - 1 - kr : kr;
+            const int kcol = wrot180 ? kernel_dim - 1 - kc : kc;
+            const int irow_d = orow * stride + krow * kernel_dilation - padding;
+            const int icol_d = ocol * stride + kcol * kernel_dilation - padding;
+            elem_t *d = dst + ((size_t)kr * kernel_dim + kc) * in_channels;
+            const int irow = irow_d / input_dilation, icol = icol_d / input_dilation;
+            if (irow_d < 0 || icol_d < 0 || irow_d % input_dilation || icol_d % input_dilation ||
+                irow >= in_row_dim || icol >= in_col_dim) {
+              memset(d, 0, (size_t)in_channels);
+            } else {
+              memcpy(d, input + (((size_t)b * in_row_dim + irow) * in_col_dim + icol) * in_channels, (size_t)in_channels);
+            }
+          }
+      }
+  tiled_matmul_auto(rows, (size_t)out_channels, patch, cols, weights, bias, conv_out,
+                    patch, (size_t)out_channels, 0, (size_t)out_channels,
+                    MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, 1, act, scale, 0, true,
+                    false, false, false, false, 3, tiled_conv_type);
+  if (pooling) {
+    if (pool_size < 1) pool_size = 1;
+    if (pool_stride < 1) pool_stride = 1;
+    const int prows = (out_row_dim + 2 * pool_padding - pool_size) / pool_stride + 1;
+    const int pcols = (out_col_dim + 2 * pool_padding - pool_size) / pool_stride + 1;
+    for (int b = 0; b < batch_size; b++)
+      for (int pr = 0; pr < prows; pr++)
+        for (int pc = 0; pc < pcols; pc++)
+          for (int ch = 0; ch < out_channels; ch++) {
+            elem_t best = elem_t_min;
+            for (int wr = 0; wr < pool_size; wr++)
+              for (int wc = 0; wc < pool_size; wc++) {
+                const int orow = pr * pool_stride + wr - pool_padding;
+                const int ocol = pc * pool_stride + wc - pool_padding;
+                elem_t v = 0;
+                if (orow >= 0 && ocol >= 0 && orow < out_row_dim && ocol < out_col_dim)
+                  v = conv_out[(((size_t)b * out_row_dim + orow) * out_col_dim + ocol) * out_channels + ch];
+                if (v > best) best = v;
+              }
+            output[(((size_t)b * prows + pr) * pcols + pc) * out_channels + ch] = best;
+          }
+    free(conv_out);
+  }
+  free(cols);
+}
+
+#endif /* AUTOCOMP_GEMMINI_LIB_H */

@@ -1,0 +1,2 @@
+/* Lets programs written as `#include "include/gemmini.h"` find Autocomp's gemmini.h. */
+#include "../gemmini.h"

@@ -1,0 +1,1128 @@
+// Autocomp's Gemmini model for Spike: a bit-exact functional model of the Gemmini RoCC
+// commands plus a queue-level timing model that makes `rdcycle` return modelled cycles.
+//
+// Loaded with `spike --extlib=<this .so> --extension=gemmini`. Commands are RoCC custom-3
+// instructions (opcode 0x7b); funct7 selects the command (see gemmini.h in ../include).
+//
+// Why a timing model: in plain Spike `rdcycle == rdinstret`, and a whole loop_ws GEMM is a
+// handful of instructions, so instruction counts reward the wrong things. Here the host core
+// costs one cycle per retired instruction, and each Gemmini command flows through a load,
+// execute or store queue whose start waits for its queue, for a free reservation-station slot,
+// and for the scratchpad/accumulator rows it reads or overwrites. A `fence` (or the end of a
+// measured region) makes the host wait for every queue. Parameters: timing_params.h.
+//
+// Trust boundary: measure and snapshot commands (funct7 120-122) are honoured only when the
+// instruction's PC lies inside the harness code ranges that the host passes in the file named
+// by $AUTOCOMP_GEMMINI_CONFIG; results go to a report file named there, which the target never
+// sees. Model errors (out-of-range rows, illegal configurations) stop the run with a message
+// naming the command.
+#include "riscv/processor.h"
+#include "riscv/extension.h"
+#include "riscv/mmu.h"
+#include "riscv/csrs.h"
+#include "riscv/disasm.h"
+#include "riscv/rocc.h"
+
+#include <cmath>
+#include <cstdarg>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "timing_params.h"
+
+namespace {
+
+using namespace gemmini_timing;
+
+constexpr uint32_t BANKS = 4;
+constexpr uint32_t BANK_ROWS = 4096;
+constexpr uint32_t SP_ROWS = BANKS * BANK_ROWS;
+constexpr uint32_t ACC_ROWS = 1024;
+constexpr uint32_t MAX_BLOCK_LEN = 4;      // 64-byte DMA rows / DIM int8 elements
+constexpr uint32_t MAX_BLOCK_LEN_ACC = 1;  // 64-byte DMA rows / DIM int32 elements
+constexpr uint32_t GARBAGE = 0xFFFFFFFFu;
+constexpr int OUTPUT_STATIONARY = 0;
+constexpr int WEIGHT_STATIONARY = 1;
+constexpr int ACT_NONE = 0;
+constexpr int ACT_RELU = 1;
+
+enum Funct : uint32_t {
+  F_CONFIG = 0, F_MVIN2 = 1, F_MVIN = 2, F_MVOUT = 3, F_COMPUTE_PRELOADED = 4,
+  F_COMPUTE_ACCUMULATED = 5, F_PRELOAD = 6, F_FLUSH = 7, F_LOOP_WS = 8,
+  F_LOOP_WS_BOUNDS = 9, F_LOOP_WS_ADDRS_AB = 10, F_LOOP_WS_ADDRS_DC = 11,
+  F_LOOP_WS_STRIDES_AB = 12, F_LOOP_WS_STRIDES_DC = 13, F_MVIN3 = 14, F_LOOP_CONV_WS = 15,
+  F_LOOP_CONV_WS_CONFIG_1 = 16, F_LOOP_CONV_WS_CONFIG_6 = 21,
+  F_HARNESS_MEASURE_BEGIN = 120, F_HARNESS_MEASURE_END = 121, F_HARNESS_SNAPSHOT = 122,
+  F_COUNTER = 126,
+};
+
+struct LocalAddr {
+  bool garbage = false;
+  bool acc = false;         // bit 31: accumulator
+  bool accumulate = false;  // bit 30: add into the accumulator on writes
+  bool full = false;        // bit 29: read full int32 rows on accumulator reads
+  uint32_t norm = 0;        // bits 28..26: normalization command (accumulator reads)
+  uint32_t row = 0;
+};
+
+LocalAddr decode_local(uint32_t a) {
+  LocalAddr l;
+  if (a == GARBAGE) { l.garbage = true; return l; }
+  l.acc = (a >> 31) & 1;
+  l.accumulate = (a >> 30) & 1;
+  l.full = (a >> 29) & 1;
+  l.norm = (a >> 26) & 7;
+  l.row = a & 0x03FFFFFFu;
+  return l;
+}
+
+struct LoadConfig {
+  uint64_t stride = 0;          // bytes between DRAM rows
+  float scale = 1.0f;           // MVIN_SCALE factor (scratchpad mvins)
+  bool shrunk = false;          // accumulator mvin reads int8 instead of int32
+  uint32_t block_stride = DIM;  // scratchpad rows between blocks of DIM columns
+  uint32_t pixel_repeats = 1;
+};
+
+struct ExecConfig {
+  int dataflow = WEIGHT_STATIONARY;
+  int act = ACT_NONE;
+  uint32_t shift = 0;     // rounding right shift for results written to the scratchpad
+  float acc_scale = 1.0f;
+  uint32_t a_stride = 1;  // scratchpad rows between rows of A
+  uint32_t c_stride = 1;  // rows between written rows of C
+  bool a_transpose = false;
+  bool b_transpose = false;
+};
+
+struct StoreConfig {
+  uint64_t stride = 0;
+  int act = ACT_NONE;
+  float scale = 1.0f;
+  uint32_t pool_stride = 0, pool_size = 0, pool_out_dim = 0, porows = 0, pocols = 0,
+           orows = 0, ocols = 0, upad = 0, lpad = 0;
+};
+
+struct Operand {  // an address plus the rows/cols carried in the upper bits of rs1/rs2
+  LocalAddr addr;
+  uint32_t cols = 0, rows = 0;
+  uint32_t raw = 0;
+};
+
+Operand decode_operand(uint64_t v) {
+  Operand o;
+  o.raw = (uint32_t)v;
+  o.addr = decode_local((uint32_t)v);
+  o.cols = (v >> 32) & 0xFFFF;
+  o.rows = (v >> 48) & 0xFFFF;
+  return o;
+}
+
+float bits_to_float(uint32_t b) { float f; std::memcpy(&f, &b, 4); return f; }
+
+// x * scale in single precision, rounded to nearest even, saturated to int8 (MVIN_SCALE and
+// ACC_SCALE in Gemmini's C reference are exactly this).
+int8_t scale_to_int8(int64_t x, float scale) {
+  float y = (float)x * scale;
+  if (std::isnan(y)) return 0;
+  if (y >= 127.0f) return 127;
+  if (y <= -128.0f) return -128;
+  float r = std::nearbyintf(y);  // default rounding mode: round to nearest, ties to even
+  if (r > 127.0f) return 127;
+  if (r < -128.0f) return -128;
+  return (int8_t)r;
+}
+
+// Rounding right shift, round half to even (Gemmini's ROUNDING_RIGHT_SHIFT).
+int64_t rounding_shift(int64_t x, uint32_t s) {
+  if (s == 0) return x;
+  if (s > 62) s = 62;
+  int64_t q = x >> s;
+  int64_t half = (x >> (s - 1)) & 1;
+  int64_t rest = (s <= 1) ? 0 : ((x & ((int64_t(1) << (s - 1)) - 1)) != 0);
+  return q + (half & (rest | (q & 1)));
+}
+
+int8_t sat8(int64_t v) { return v > 127 ? 127 : (v < -128 ? -128 : (int8_t)v); }
+
+struct Queue {
+  const char* name;
+  int depth;
+  uint64_t free_at = 0;    // when the unit can start its next command
+  uint64_t last_done = 0;  // latest completion of any command in this queue
+  uint64_t busy = 0;       // total occupancy cycles
+  uint64_t count = 0;
+  uint64_t ring[32] = {0};  // completion times of the last `depth` commands
+  Queue(const char* n, int d) : name(n), depth(d) {}
+  uint64_t slot_free() const { return count >= (uint64_t)depth ? ring[count % depth] : 0; }
+  void retire(uint64_t done) {
+    ring[count % depth] = done;
+    count++;
+    if (done > last_done) last_done = done;
+  }
+};
+
+struct Region {
+  uint64_t cycles, instret, busy_ld, busy_ex, busy_st, sp_rows, acc_rows;
+};
+
+struct SnapRegion { std::string name; uint64_t addr, len; };
+
+class gemmini_t;
+gemmini_t* g_model = nullptr;
+
+class cycle_csr_t : public csr_t {
+ public:
+  cycle_csr_t(processor_t* p, reg_t addr, gemmini_t* m) : csr_t(p, addr), model(m) {}
+  reg_t read() const noexcept override;
+ protected:
+  bool unlogged_write(const reg_t) noexcept override { return false; }
+ private:
+  gemmini_t* model;
+};
+
+class gemmini_t : public extension_t {
+ public:
+  gemmini_t()
+      : sp(SP_ROWS * DIM, 0), acc(ACC_ROWS * DIM, 0), sp_w(SP_ROWS, 0), sp_r(SP_ROWS, 0),
+        acc_w(ACC_ROWS, 0), acc_r(ACC_ROWS, 0), sp_touched(SP_ROWS, 0), acc_touched(ACC_ROWS, 0),
+        ldq("load", LOAD_QUEUE_DEPTH), exq("execute", EXECUTE_QUEUE_DEPTH),
+        stq("store", STORE_QUEUE_DEPTH) {
+    g_model = this;
+    read_config();
+  }
+
+  const char* name() const override { return "gemmini"; }
+
+  std::vector<insn_desc_t> get_instructions(const processor_t&) override {
+    std::vector<insn_desc_t> v;
+    v.push_back(insn_desc_t{0x7b, 0x7f, &custom3, &custom3, &custom3, &custom3,
+                            &custom3, &custom3, &custom3, &custom3});
+    // FENCE (funct3 000): Rocket waits for the accelerator to go idle on a fence.
+    v.push_back(insn_desc_t{0x0f, 0x707f, &fence, &fence, &fence, &fence,
+                            &fence, &fence, &fence, &fence});
+    // csrrs rd, cycle/mcycle, x0 (rdcycle): modelled cycles instead of Spike's instret copy.
+    v.push_back(insn_desc_t{0xC0002073, 0xFFFFF07F, &rdcycle, &rdcycle, &rdcycle, &rdcycle,
+                            &rdcycle, &rdcycle, &rdcycle, &rdcycle});
+    v.push_back(insn_desc_t{0xB0002073, 0xFFFFF07F, &rdcycle, &rdcycle, &rdcycle, &rdcycle,
+                            &rdcycle, &rdcycle, &rdcycle, &rdcycle});
+    return v;
+  }
+
+  std::vector<disasm_insn_t*> get_disasms(const processor_t*) override { return {}; }
+
+  std::vector<csr_t_p> get_csrs(processor_t& p) const override {
+    gemmini_t* self = const_cast<gemmini_t*>(this);
+    return {std::make_shared<cycle_csr_t>(&p, CSR_CYCLE, self),
+            std::make_shared<cycle_csr_t>(&p, CSR_MCYCLE, self)};
+  }
+
+  // Spike calls reset() after rebuilding the CSR map, so the cycle CSRs are replaced here
+  // (this Spike build never asks extensions for get_csrs()).
+  void reset(processor_t& p) override {
+    proc = &p;
+    install_csrs(p);
+  }
+  void install_csrs(processor_t& p) {
+    for (auto& c : get_csrs(p)) p.get_state()->add_csr(c->address, c);
+    csrs_installed = true;
+  }
+  bool csrs_installed = false;
+
+  // ---- time ------------------------------------------------------------------------
+  uint64_t instret() const { return proc ? proc->get_state()->minstret->read() : 0; }
+  uint64_t now() const { return instret() * HOST_CYCLES_PER_INSN + stall; }
+  void wait_until(uint64_t t) {
+    uint64_t n = now();
+    if (t > n) stall += t - n;
+  }
+  uint64_t drain_time() const {
+    uint64_t t = ldq.last_done;
+    if (exq.last_done > t) t = exq.last_done;
+    if (stq.last_done > t) t = stq.last_done;
+    return t;
+  }
+
+ private:
+  processor_t* proc = nullptr;
+  std::vector<int8_t> sp;
+  std::vector<int32_t> acc;
+  std::vector<uint64_t> sp_w, sp_r, acc_w, acc_r;  // row write-ready / read-done times
+  std::vector<uint8_t> sp_touched, acc_touched;
+  Queue ldq, exq, stq;
+  uint64_t stall = 0;
+
+  LoadConfig ld[3];
+  ExecConfig ex;
+  StoreConfig st;
+
+  // Mesh state between preload and compute.
+  Operand pre_bd, pre_c;
+  bool have_preload = false;
+  int8_t weights[DIM][DIM] = {};  // WS: B[k][j]
+  int32_t os_acc[DIM][DIM] = {};  // OS: accumulators held in the PEs
+
+  // loop_ws configuration
+  struct {
+    uint32_t max_i = 0, max_j = 0, max_k = 0, pad_i = 0, pad_j = 0, pad_k = 0;
+    uint64_t a = 0, b = 0, d = 0, c = 0, a_stride = 0, b_stride = 0, d_stride = 0, c_stride = 0;
+  } lw;
+  uint64_t loop_count = 0;
+  uint32_t loop_acc_base = 0;
+  uint64_t loop_issue_end[2] = {0, 0};
+  uint64_t last_loop_issue_end = 0;
+
+  // loop_conv_ws configuration (raw rs1/rs2 pairs of configs 1..6)
+  uint64_t conv_cfg[6][2] = {};
+
+  // Where the current command comes from (internal loop commands have no host cost).
+  bool internal = false;
+  uint64_t internal_issue = 0;
+  const char* cur = "gemmini";
+
+  // Harness / report
+  std::vector<std::pair<uint64_t, uint64_t>> harness_ranges;
+  std::vector<SnapRegion> snap_regions;
+  std::string report_path, snap_dir;
+  uint64_t mem_lo = 0x80000000ull, mem_hi = 0x100000000ull;
+  bool measuring = false;
+  uint64_t m_t0 = 0, m_i0 = 0, m_ld0 = 0, m_ex0 = 0, m_st0 = 0;
+  std::vector<Region> regions;
+  uint64_t snapshots = 0, snapshot_bytes = 0;
+  std::string error;
+
+  // ---- configuration file and report -------------------------------------------------
+  void read_config() {
+    const char* path = std::getenv("AUTOCOMP_GEMMINI_CONFIG");
+    if (!path || !*path) return;
+    std::ifstream in(path);
+    if (!in) {
+      std::fprintf(stderr, "gemmini: cannot read AUTOCOMP_GEMMINI_CONFIG file %s\n", path);
+      std::_Exit(4);
+    }
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream ls(line);
+      std::string key;
+      ls >> key;
+      if (key == "report") ls >> report_path;
+      else if (key == "snapdir") ls >> snap_dir;
+      else if (key == "harness") {
+        uint64_t lo, hi;
+        ls >> std::hex >> lo >> hi;
+        harness_ranges.push_back({lo, hi});
+      } else if (key == "region") {
+        SnapRegion r;
+        ls >> r.name >> std::hex >> r.addr >> r.len;
+        snap_regions.push_back(r);
+      } else if (key == "mem") {
+        ls >> std::hex >> mem_lo >> mem_hi;
+      }
+    }
+  }
+
+  void write_report() {
+    if (report_path.empty()) return;
+    std::string tmp = report_path + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "w");
+    if (!f) return;
+    std::string esc;
+    for (char c : error) {
+      if (c == '"' || c == '\\') { esc += '\\'; esc += c; }
+      else if ((unsigned char)c < 0x20) esc += ' ';
+      else esc += c;
+    }
+    std::fprintf(f, "{\"error\": \"%s\", \"measuring\": %s, \"snapshots\": %llu, \"regions\": [",
+                 esc.c_str(), measuring ? "true" : "false", (unsigned long long)snapshots);
+    for (size_t i = 0; i < regions.size(); i++) {
+      const Region& r = regions[i];
+      std::fprintf(f,
+                   "%s{\"cycles\": %llu, \"instret\": %llu, \"busy\": {\"load\": %llu, "
+                   "\"execute\": %llu, \"store\": %llu}, \"sp_rows\": %llu, \"acc_rows\": %llu}",
+                   i ? ", " : "", (unsigned long long)r.cycles, (unsigned long long)r.instret,
+                   (unsigned long long)r.busy_ld, (unsigned long long)r.busy_ex,
+                   (unsigned long long)r.busy_st, (unsigned long long)r.sp_rows,
+                   (unsigned long long)r.acc_rows);
+    }
+    std::fprintf(f, "]}\n");
+    std::fclose(f);
+    std::rename(tmp.c_str(), report_path.c_str());
+  }
+
+  [[noreturn]] void fail(const char* fmt, ...) {
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    std::vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    error = std::string(cur) + ": " + buf;
+    std::fprintf(stderr, "gemmini model error: %s\n", error.c_str());
+    std::fflush(stderr);
+    std::fflush(stdout);
+    write_report();
+    std::_Exit(3);
+  }
+
+  // ---- memory ------------------------------------------------------------------------
+  void check_dram(uint64_t addr, uint64_t len) {
+    if (len == 0) return;
+    if (addr < mem_lo || addr + len > mem_hi || addr + len < addr)
+      fail("DRAM range 0x%llx..0x%llx is outside target memory (0x%llx..0x%llx)",
+           (unsigned long long)addr, (unsigned long long)(addr + len),
+           (unsigned long long)mem_lo, (unsigned long long)mem_hi);
+  }
+  int8_t ld8(uint64_t a) { return (int8_t)proc->get_mmu()->load<uint8_t>(a); }
+  int32_t ld32(uint64_t a) {
+    if ((a & 3) == 0) return (int32_t)proc->get_mmu()->load<uint32_t>(a);
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++) v |= (uint32_t)proc->get_mmu()->load<uint8_t>(a + i) << (8 * i);
+    return (int32_t)v;
+  }
+  void st8(uint64_t a, int8_t v) { proc->get_mmu()->store<uint8_t>(a, (uint8_t)v); }
+  void st32(uint64_t a, int32_t v) {
+    if ((a & 3) == 0) { proc->get_mmu()->store<uint32_t>(a, (uint32_t)v); return; }
+    for (int i = 0; i < 4; i++) proc->get_mmu()->store<uint8_t>(a + i, (uint8_t)((uint32_t)v >> (8 * i)));
+  }
+
+  void check_sp(uint32_t row, uint32_t n, const char* what) {
+    if (n == 0) return;
+    if ((uint64_t)row + n > SP_ROWS)
+      fail("%s: scratchpad rows %u..%u out of range (%u banks x %u rows = %u rows)", what, row,
+           row + n - 1, BANKS, BANK_ROWS, SP_ROWS);
+  }
+  void check_acc(uint32_t row, uint32_t n, const char* what) {
+    if (n == 0) return;
+    if ((uint64_t)row + n > ACC_ROWS)
+      fail("%s: accumulator rows %u..%u out of range (%u rows)", what, row, row + n - 1, ACC_ROWS);
+  }
+
+  // ---- timing helpers ----------------------------------------------------------------
+  // Time at which a command can enter queue q: host issue time (with host stalls for a full
+  // reservation station), or the loop unroller's time for internal commands.
+  uint64_t enter(Queue& q) {
+    if (internal) {
+      uint64_t t = internal_issue;
+      if (q.slot_free() > t) t = q.slot_free();
+      return t;
+    }
+    wait_until(last_loop_issue_end);
+    wait_until(q.slot_free());
+    stall += ROCC_ISSUE_CYCLES;
+    return now();
+  }
+  uint64_t start_after(Queue& q, uint64_t t) { return t > q.free_at ? t : q.free_at; }
+  void occupy(Queue& q, uint64_t start, uint64_t cycles, uint64_t done) {
+    q.free_at = start + cycles;
+    q.busy += cycles;
+    q.retire(done);
+    if (internal && start > loop_issue_cursor) loop_issue_cursor = start;
+  }
+  uint64_t loop_issue_cursor = 0;
+
+  // DMA occupancy for `rows` DRAM rows of `bytes` each starting at addr with `stride`.
+  static uint64_t dma_cycles(uint64_t addr, uint64_t stride, uint32_t rows, uint64_t bytes) {
+    uint64_t c = DMA_COMMAND_OVERHEAD;
+    for (uint32_t r = 0; r < rows; r++) {
+      uint64_t a = addr + r * stride;
+      uint64_t first = a / DMA_BEAT_BYTES, last = (a + bytes - 1) / DMA_BEAT_BYTES;
+      uint64_t beats = last - first + 1;
+      uint64_t reqs = (a + bytes - 1) / DMA_MAX_REQUEST_BYTES - a / DMA_MAX_REQUEST_BYTES + 1;
+      uint64_t data = (beats * DMA_BEAT_BYTES + DMA_BYTES_PER_CYCLE - 1) / DMA_BYTES_PER_CYCLE;
+      c += data + reqs * DMA_REQUEST_OVERHEAD;
+    }
+    return c;
+  }
+
+  // ---- commands ----------------------------------------------------------------------
+  void config(uint64_t rs1, uint64_t rs2) {
+    uint32_t kind = rs1 & 3;
+    if (kind == 0) {
+      cur = "config_ex";
+      uint32_t a_stride = (rs1 >> 16) & 0xFFFF;
+      uint32_t c_stride = (rs2 >> 48) & 0xFFFF;
+      if (((rs1 >> 7) & 1) == 0) {
+        ex.dataflow = (rs1 >> 2) & 1;
+        ex.act = (rs1 >> 3) & 7;
+        ex.a_transpose = (rs1 >> 8) & 1;
+        ex.b_transpose = (rs1 >> 9) & 1;
+        ex.shift = (uint32_t)rs2;
+        ex.acc_scale = bits_to_float((uint32_t)(rs1 >> 32));
+        if (ex.act != ACT_NONE && ex.act != ACT_RELU)
+          fail("activation %d is not modelled (only NO_ACTIVATION=0 and RELU=1)", ex.act);
+      }
+      ex.a_stride = a_stride;
+      ex.c_stride = c_stride;
+      Queue& q = exq;
+      uint64_t s = start_after(q, enter(q));
+      occupy(q, s, CONFIG_CYCLES, s + CONFIG_CYCLES);
+    } else if (kind == 1) {
+      cur = "config_ld";
+      uint32_t id = (rs1 >> 3) & 3;
+      if (id > 2) fail("load state id %u out of range (0..2: mvin, mvin2, mvin3)", id);
+      LoadConfig& c = ld[id];
+      c.shrunk = (rs1 >> 2) & 1;
+      c.pixel_repeats = (rs1 >> 8) & 0xFF;
+      c.block_stride = (rs1 >> 16) & 0xFFFF;
+      c.scale = bits_to_float((uint32_t)(rs1 >> 32));
+      c.stride = rs2;
+      Queue& q = ldq;
+      uint64_t s = start_after(q, enter(q));
+      occupy(q, s, CONFIG_CYCLES, s + CONFIG_CYCLES);
+    } else if (kind == 2) {
+      cur = "config_st";
+      st.act = (rs1 >> 2) & 3;
+      st.pool_stride = (rs1 >> 4) & 3;
+      st.pool_size = (rs1 >> 6) & 3;
+      st.upad = (rs1 >> 8) & 3;
+      st.lpad = (rs1 >> 10) & 3;
+      st.pool_out_dim = (rs1 >> 24) & 0xFF;
+      st.porows = (rs1 >> 32) & 0xFF;
+      st.pocols = (rs1 >> 40) & 0xFF;
+      st.orows = (rs1 >> 48) & 0xFF;
+      st.ocols = (rs1 >> 56) & 0xFF;
+      st.stride = (uint32_t)rs2;
+      st.scale = bits_to_float((uint32_t)(rs2 >> 32));
+      if (st.act != ACT_NONE && st.act != ACT_RELU)
+        fail("activation %d is not modelled (only NO_ACTIVATION=0 and RELU=1)", st.act);
+      Queue& q = stq;
+      uint64_t s = start_after(q, enter(q));
+      occupy(q, s, CONFIG_CYCLES, s + CONFIG_CYCLES);
+    } else {
+      cur = "config_norm";
+      // Normalisation statistics only matter for LAYERNORM/SOFTMAX, which are rejected at
+      // config_st/config_ex; the command itself is accepted as a no-op.
+      Queue& q = exq;
+      uint64_t s = start_after(q, enter(q));
+      occupy(q, s, CONFIG_CYCLES, s + CONFIG_CYCLES);
+    }
+  }
+
+  void mvin(int id, uint64_t dram, uint64_t rs2) {
+    static const char* names[3] = {"mvin", "mvin2", "mvin3"};
+    cur = names[id];
+    Operand o = decode_operand(rs2);
+    const LoadConfig& c = ld[id];
+    if (o.addr.garbage) fail("local address is GARBAGE_ADDR");
+    if (o.rows == 0 || o.cols == 0) fail("rows (%u) and cols (%u) must both be at least 1", o.rows, o.cols);
+    if (c.pixel_repeats > 1) fail("pixel_repeats=%u is not modelled (use 1)", c.pixel_repeats);
+    const bool to_acc = o.addr.acc;
+    const uint32_t ebytes = (to_acc && !c.shrunk) ? 4 : 1;
+    const uint32_t max_cols = DIM * (to_acc ? (c.shrunk ? MAX_BLOCK_LEN : MAX_BLOCK_LEN_ACC) : MAX_BLOCK_LEN);
+    if (o.cols > max_cols)
+      fail("%u columns exceed the %u-column limit for a %s move-in (64-byte DMA rows)", o.cols,
+           max_cols, to_acc ? (c.shrunk ? "shrunk accumulator" : "accumulator") : "scratchpad");
+    if (!to_acc && o.addr.row >= SP_ROWS && (o.addr.accumulate || o.addr.full))
+      fail("scratchpad address 0x%x has accumulator-only bits set", o.raw);
+    const uint32_t blocks = (o.cols + DIM - 1) / DIM;
+    const uint32_t bstride = c.block_stride;
+    for (uint32_t b = 0; b < blocks; b++) {
+      uint32_t base = o.addr.row + b * bstride;
+      if (to_acc) check_acc(base, o.rows, cur); else check_sp(base, o.rows, cur);
+    }
+    const bool zeros = dram == 0;
+    if (!zeros)
+      for (uint32_t r = 0; r < o.rows; r++) check_dram(dram + r * c.stride, (uint64_t)o.cols * ebytes);
+
+    // Timing: wait for readers of the destination rows (WAR), then the DMA.
+    Queue& q = ldq;
+    uint64_t t = enter(q);
+    for (uint32_t b = 0; b < blocks; b++)
+      for (uint32_t r = 0; r < o.rows; r++) {
+        uint32_t row = o.addr.row + b * bstride + r;
+        uint64_t busy_until = to_acc ? (acc_r[row] > acc_w[row] ? acc_r[row] : acc_w[row])
+                                     : (sp_r[row] > sp_w[row] ? sp_r[row] : sp_w[row]);
+        if (busy_until > t) t = busy_until;
+      }
+    uint64_t s = start_after(q, t);
+    uint64_t occ = zeros ? DMA_COMMAND_OVERHEAD + o.rows : dma_cycles(dram, c.stride, o.rows, (uint64_t)o.cols * ebytes);
+    uint64_t done = s + occ + (zeros ? 0 : DMA_LATENCY);
+    occupy(q, s, occ, done);
+
+    // Function.
+    for (uint32_t b = 0; b < blocks; b++) {
+      uint32_t ncols = o.cols - b * DIM < DIM ? o.cols - b * DIM : DIM;
+      for (uint32_t r = 0; r < o.rows; r++) {
+        uint32_t row = o.addr.row + b * bstride + r;
+        uint64_t src = dram + r * c.stride + (uint64_t)b * DIM * ebytes;
+        if (to_acc) {
+          int32_t* dst = &acc[(size_t)row * DIM];
+          for (uint32_t k = 0; k < ncols; k++) {
+            int32_t v = zeros ? 0 : (ebytes == 4 ? ld32(src + 4 * k) : (int32_t)ld8(src + k));
+            dst[k] = o.addr.accumulate ? (int32_t)((uint32_t)dst[k] + (uint32_t)v) : v;
+          }
+          acc_w[row] = done;
+          acc_touched[row] = 1;
+        } else {
+          int8_t* dst = &sp[(size_t)row * DIM];
+          for (uint32_t k = 0; k < ncols; k++) {
+            int8_t v = zeros ? 0 : ld8(src + k);
+            dst[k] = c.scale == 1.0f ? v : scale_to_int8(v, c.scale);
+          }
+          sp_w[row] = done;
+          sp_touched[row] = 1;
+        }
+      }
+    }
+  }
+
+  void mvout(uint64_t dram, uint64_t rs2) {
+    cur = "mvout";
+    Operand o = decode_operand(rs2);
+    if (o.addr.garbage) fail("local address is GARBAGE_ADDR");
+    if (o.rows == 0 || o.cols == 0) fail("rows (%u) and cols (%u) must both be at least 1", o.rows, o.cols);
+    if (st.pool_stride != 0) {
+      pooled_mvout(dram, o);
+      return;
+    }
+    const bool from_acc = o.addr.acc;
+    const bool full = from_acc && o.addr.full;
+    if (from_acc && o.addr.norm != 0) fail("normalization commands (address bits 26-28) are not modelled");
+    const uint32_t ebytes = full ? 4 : 1;
+    const uint32_t max_cols = full ? DIM : DIM * MAX_BLOCK_LEN;
+    if (o.cols > max_cols)
+      fail("%u columns exceed the %u-column limit for this move-out", o.cols, max_cols);
+    const uint32_t blocks = (o.cols + DIM - 1) / DIM;
+    for (uint32_t b = 0; b < blocks; b++) {
+      if (from_acc) check_acc(o.addr.row + b * DIM, o.rows, cur);
+      else check_sp(o.addr.row + b * DIM, o.rows, cur);
+    }
+    for (uint32_t r = 0; r < o.rows; r++) check_dram(dram + r * st.stride, (uint64_t)o.cols * ebytes);
+
+    Queue& q = stq;
+    uint64_t t = enter(q);
+    for (uint32_t b = 0; b < blocks; b++)
+      for (uint32_t r = 0; r < o.rows; r++) {
+        uint32_t row = o.addr.row + b * DIM + r;
+        uint64_t ready = from_acc ? acc_w[row] : sp_w[row];
+        if (ready > t) t = ready;
+      }
+    uint64_t s = start_after(q, t);
+    uint64_t occ = dma_cycles(dram, st.stride, o.rows, (uint64_t)o.cols * ebytes);
+    uint64_t read_done = s + (uint64_t)o.rows * blocks + (from_acc ? ACC_READ_LATENCY : 1);
+    for (uint32_t b = 0; b < blocks; b++)
+      for (uint32_t r = 0; r < o.rows; r++) {
+        uint32_t row = o.addr.row + b * DIM + r;
+        uint64_t& rd = from_acc ? acc_r[row] : sp_r[row];
+        if (read_done > rd) rd = read_done;
+      }
+    occupy(q, s, occ, s + occ + DMA_LATENCY);
+
+    for (uint32_t b = 0; b < blocks; b++) {
+      uint32_t ncols = o.cols - b * DIM < DIM ? o.cols - b * DIM : DIM;
+      for (uint32_t r = 0; r < o.rows; r++) {
+        uint32_t row = o.addr.row + b * DIM + r;
+        uint64_t dst = dram + r * st.stride + (uint64_t)b * DIM * ebytes;
+        for (uint32_t k = 0; k < ncols; k++) {
+          if (!from_acc) {
+            st8(dst + k, sp[(size_t)row * DIM + k]);
+          } else if (full) {
+            st32(dst + 4 * k, acc[(size_t)row * DIM + k]);
+          } else {
+            int8_t v = scale_to_int8(acc[(size_t)row * DIM + k], st.scale);
+            if (st.act == ACT_RELU && v < 0) v = 0;
+            st8(dst + k, v);
+          }
+        }
+      }
+    }
+  }
+
+  // Max-pooling move-out from the accumulator (config_st pool_stride != 0), as used by conv
+  // layers with fused pooling: the rows hold an orows x ocols output image (one pixel per row,
+  // `cols` channels); each pooled pixel is the max over a pool_size x pool_size window with
+  // padding (upad, lpad), written as int8 with scaling and activation.
+  void pooled_mvout(uint64_t dram, const Operand& o) {
+    if (!o.addr.acc) fail("pooling move-outs must read the accumulator");
+    if (o.cols > DIM) fail("pooling move-outs take at most %u columns", DIM);
+    const uint32_t ps = st.pool_size, pstride = st.pool_stride;
+    const uint32_t orows = st.orows, ocols = st.ocols, porows = st.porows, pocols = st.pocols;
+    if (ps == 0 || orows == 0 || ocols == 0 || porows == 0 || pocols == 0)
+      fail("pooling configuration needs pool_size, orows, ocols, porows, pocols >= 1");
+    check_acc(o.addr.row, orows * ocols, cur);
+    const uint64_t out_row_bytes = st.stride;  // bytes between output pixels
+    const uint64_t pool_out_dim = st.pool_out_dim;
+    for (uint32_t pr = 0; pr < porows; pr++)
+      for (uint32_t pc = 0; pc < pocols; pc++)
+        check_dram(dram + (pr * pool_out_dim + pc) * out_row_bytes, o.cols);
+    Queue& q = stq;
+    uint64_t t = enter(q);
+    for (uint32_t r = 0; r < orows * ocols; r++)
+      if (acc_w[o.addr.row + r] > t) t = acc_w[o.addr.row + r];
+    uint64_t s = start_after(q, t);
+    uint64_t occ = dma_cycles(dram, out_row_bytes, porows * pocols, o.cols) + (uint64_t)porows * pocols * ps * ps;
+    for (uint32_t r = 0; r < orows * ocols; r++) {
+      uint64_t& rd = acc_r[o.addr.row + r];
+      if (s + occ > rd) rd = s + occ;
+    }
+    occupy(q, s, occ, s + occ + DMA_LATENCY);
+    for (uint32_t pr = 0; pr < porows; pr++)
+      for (uint32_t pc = 0; pc < pocols; pc++)
+        for (uint32_t ch = 0; ch < o.cols; ch++) {
+          bool any = false;
+          int8_t best = -128;
+          for (uint32_t wr = 0; wr < ps; wr++)
+            for (uint32_t wc = 0; wc < ps; wc++) {
+              int64_t orow = (int64_t)pr * pstride + wr - st.upad;
+              int64_t ocol = (int64_t)pc * pstride + wc - st.lpad;
+              int8_t v;
+              if (orow < 0 || ocol < 0 || orow >= orows || ocol >= ocols) {
+                v = 0;  // padding contributes zero
+              } else {
+                int32_t a = acc[(size_t)(o.addr.row + orow * ocols + ocol) * DIM + ch];
+                v = scale_to_int8(a, st.scale);
+                if (st.act == ACT_RELU && v < 0) v = 0;
+              }
+              if (!any || v > best) best = v;
+              any = true;
+            }
+          st8(dram + (pr * pool_out_dim + pc) * out_row_bytes + ch, best);
+        }
+  }
+
+  void preload(uint64_t rs1, uint64_t rs2) {
+    cur = "preload";
+    Operand bd = decode_operand(rs1), c = decode_operand(rs2);
+    if (!bd.addr.garbage) {
+      if (bd.addr.acc) fail("the B/D operand must be a scratchpad address (got accumulator address 0x%x)", bd.raw);
+      if (bd.rows > DIM || bd.cols > DIM) fail("B/D operand is %ux%u, larger than %ux%u", bd.rows, bd.cols, DIM, DIM);
+      uint32_t phys_rows = (ex.dataflow == WEIGHT_STATIONARY && ex.b_transpose) ? bd.cols : bd.rows;
+      check_sp(bd.addr.row, phys_rows, cur);
+    }
+    if (!c.addr.garbage) {
+      if (c.rows > DIM || c.cols > DIM) fail("C operand is %ux%u, larger than %ux%u", c.rows, c.cols, DIM, DIM);
+      uint64_t span = c.rows == 0 ? 0 : (uint64_t)(c.rows - 1) * ex.c_stride + 1;
+      if (c.addr.acc) check_acc(c.addr.row, span, cur); else check_sp(c.addr.row, span, cur);
+    }
+    pre_bd = bd;
+    pre_c = c;
+    have_preload = true;
+
+    Queue& q = exq;
+    uint64_t t = enter(q);
+    uint64_t cost = PRELOAD_GARBAGE_CYCLES;
+    if (!bd.addr.garbage) {
+      uint32_t phys_rows = (ex.dataflow == WEIGHT_STATIONARY && ex.b_transpose) ? bd.cols : bd.rows;
+      for (uint32_t r = 0; r < phys_rows; r++)
+        if (sp_w[bd.addr.row + r] > t) t = sp_w[bd.addr.row + r];
+      cost = phys_rows ? phys_rows : 1;
+      uint64_t s = start_after(q, t);
+      for (uint32_t r = 0; r < phys_rows; r++)
+        if (s + cost > sp_r[bd.addr.row + r]) sp_r[bd.addr.row + r] = s + cost;
+      occupy(q, s, cost, s + cost);
+    } else {
+      uint64_t s = start_after(q, t);
+      occupy(q, s, cost, s + cost);
+    }
+    if (ex.dataflow == WEIGHT_STATIONARY) {
+      // Weights are latched now; compute_preloaded makes them current.
+      std::memset(next_weights, 0, sizeof next_weights);
+      if (!bd.addr.garbage)
+        for (uint32_t k = 0; k < bd.rows; k++)
+          for (uint32_t j = 0; j < bd.cols; j++)
+            next_weights[k][j] = ex.b_transpose ? sp[(size_t)(bd.addr.row + j) * DIM + k]
+                                                : sp[(size_t)(bd.addr.row + k) * DIM + j];
+    } else {
+      std::memset(next_os, 0, sizeof next_os);
+      if (!bd.addr.garbage)
+        for (uint32_t i = 0; i < bd.rows; i++)
+          for (uint32_t j = 0; j < bd.cols; j++) next_os[i][j] = sp[(size_t)(bd.addr.row + i) * DIM + j];
+    }
+  }
+  int8_t next_weights[DIM][DIM] = {};
+  int32_t next_os[DIM][DIM] = {};
+
+  void compute(uint64_t rs1, uint64_t rs2, bool preloaded) {
+    cur = preloaded ? "compute_preloaded" : "compute_accumulated";
+    Operand a = decode_operand(rs1), bd = decode_operand(rs2);
+    if (!have_preload) fail("no preload before the first compute");
+    if (a.rows > DIM || a.cols > DIM) fail("A operand is %ux%u, larger than %ux%u", a.rows, a.cols, DIM, DIM);
+    if (bd.rows > DIM || bd.cols > DIM) fail("B/D operand is %ux%u, larger than %ux%u", bd.rows, bd.cols, DIM, DIM);
+    const bool ws = ex.dataflow == WEIGHT_STATIONARY;
+    uint32_t a_phys = 0;
+    if (!a.addr.garbage) {
+      if (a.addr.acc) fail("operand A must be a scratchpad address (got 0x%x)", a.raw);
+      a_phys = ex.a_transpose ? a.cols : a.rows;
+      uint64_t span = a_phys == 0 ? 0 : (uint64_t)(a_phys - 1) * ex.a_stride + 1;
+      check_sp(a.addr.row, span, cur);
+    }
+    uint32_t bd_phys = 0;
+    if (!bd.addr.garbage) {
+      if (bd.addr.acc) fail("operand B/D must be a scratchpad address (got 0x%x)", bd.raw);
+      bd_phys = (!ws && ex.b_transpose) ? bd.cols : bd.rows;
+      check_sp(bd.addr.row, bd_phys, cur);
+    }
+    const Operand& c = pre_c;
+
+    // Timing.
+    Queue& q = exq;
+    uint64_t t = enter(q);
+    for (uint32_t r = 0; r < a_phys; r++) {
+      uint32_t row = a.addr.row + r * ex.a_stride;
+      if (sp_w[row] > t) t = sp_w[row];
+    }
+    for (uint32_t r = 0; r < bd_phys; r++)
+      if (sp_w[bd.addr.row + r] > t) t = sp_w[bd.addr.row + r];
+    uint32_t c_rows = c.addr.garbage ? 0 : c.rows;
+    for (uint32_t r = 0; r < c_rows; r++) {
+      uint32_t row = c.addr.row + r * ex.c_stride;
+      uint64_t busy = c.addr.acc ? acc_r[row] : sp_r[row];
+      if (busy > t) t = busy;
+    }
+    uint64_t s = start_after(q, t);
+    uint64_t cost;
+    if (ws) cost = a.rows ? a.rows : 1;
+    else cost = (a.cols > bd.rows ? a.cols : bd.rows) + (uint64_t)c_rows * OS_DRAIN_CYCLES_PER_ROW;
+    if (cost == 0) cost = 1;
+    uint64_t ready = s + cost + MESH_FILL_LATENCY;
+    for (uint32_t r = 0; r < a_phys; r++) {
+      uint32_t row = a.addr.row + r * ex.a_stride;
+      if (s + cost > sp_r[row]) sp_r[row] = s + cost;
+    }
+    for (uint32_t r = 0; r < bd_phys; r++)
+      if (s + cost > sp_r[bd.addr.row + r]) sp_r[bd.addr.row + r] = s + cost;
+    for (uint32_t r = 0; r < c_rows; r++) {
+      uint32_t row = c.addr.row + r * ex.c_stride;
+      if (c.addr.acc) { acc_w[row] = ready; acc_touched[row] = 1; }
+      else { sp_w[row] = ready; sp_touched[row] = 1; }
+    }
+    occupy(q, s, cost, ready);
+
+    // Function. A is I x K (logical), stored transposed when a_transpose.
+    int32_t A[DIM][DIM] = {};
+    if (!a.addr.garbage)
+      for (uint32_t i = 0; i < a.rows; i++)
+        for (uint32_t k = 0; k < a.cols; k++)
+          A[i][k] = ex.a_transpose ? sp[(size_t)(a.addr.row + k * ex.a_stride) * DIM + i]
+                                   : sp[(size_t)(a.addr.row + i * ex.a_stride) * DIM + k];
+    int32_t out[DIM][DIM];
+    if (ws) {
+      if (preloaded) std::memcpy(weights, next_weights, sizeof weights);
+      int32_t W[DIM][DIM];
+      for (int k = 0; k < DIM; k++)
+        for (int j = 0; j < DIM; j++) W[k][j] = weights[k][j];
+      for (int i = 0; i < DIM; i++)
+        for (int j = 0; j < DIM; j++) out[i][j] = 0;
+      if (!bd.addr.garbage)
+        for (uint32_t i = 0; i < bd.rows; i++)
+          for (uint32_t j = 0; j < bd.cols; j++) out[i][j] = sp[(size_t)(bd.addr.row + i) * DIM + j];
+      for (int i = 0; i < DIM; i++)
+        for (int k = 0; k < DIM; k++) {
+          int32_t av = A[i][k];
+          if (!av) continue;
+          for (int j = 0; j < DIM; j++) out[i][j] = (int32_t)((uint32_t)out[i][j] + (uint32_t)(av * W[k][j]));
+        }
+    } else {
+      if (preloaded) std::memcpy(os_acc, next_os, sizeof os_acc);
+      int32_t B[DIM][DIM] = {};
+      if (!bd.addr.garbage)
+        for (uint32_t k = 0; k < bd.rows; k++)
+          for (uint32_t j = 0; j < bd.cols; j++)
+            B[k][j] = ex.b_transpose ? sp[(size_t)(bd.addr.row + j) * DIM + k]
+                                     : sp[(size_t)(bd.addr.row + k) * DIM + j];
+      for (int i = 0; i < DIM; i++)
+        for (int k = 0; k < DIM; k++) {
+          int32_t av = A[i][k];
+          if (!av) continue;
+          for (int j = 0; j < DIM; j++)
+            os_acc[i][j] = (int32_t)((uint32_t)os_acc[i][j] + (uint32_t)(av * B[k][j]));
+        }
+      std::memcpy(out, os_acc, sizeof out);
+    }
+    if (c.addr.garbage) return;
+    for (uint32_t i = 0; i < c.rows; i++) {
+      uint32_t row = c.addr.row + i * ex.c_stride;
+      for (uint32_t j = 0; j < c.cols; j++) {
+        int32_t v = out[i][j];
+        if (c.addr.acc) {
+          int32_t& d = acc[(size_t)row * DIM + j];
+          d = c.addr.accumulate ? (int32_t)((uint32_t)d + (uint32_t)v) : v;
+        } else {
+          int64_t x = rounding_shift(v, ex.shift);
+          if (ex.act == ACT_RELU && x < 0) x = 0;
+          sp[(size_t)row * DIM + j] = sat8(x);
+        }
+      }
+    }
+  }
+
+  void flush() {
+    cur = "flush";
+    Queue& q = exq;
+    uint64_t s = start_after(q, enter(q));
+    occupy(q, s, CONFIG_CYCLES, s + CONFIG_CYCLES);
+  }
+
+  // ---- loop_ws: the hardware matmul unroller --------------------------------------------
+  // Emits the same mvin/preload/compute/mvout stream as Gemmini's LoopMatmul: A tiles from
+  // the start of a scratchpad half, B tiles at the end of it, D/C in one half of the
+  // accumulator (halves alternate between loops that write C), execute order k, j, i.
+  void loop_ws(uint64_t rs1, uint64_t rs2) {
+    cur = "loop_ws";
+    const uint32_t I = lw.max_i, J = lw.max_j, K = lw.max_k;
+    const bool ex_accumulate = rs1 & 1, full_c = (rs1 >> 1) & 1, low_d = (rs1 >> 2) & 1;
+    const uint32_t act = (rs1 >> 8) & 7;
+    const uint32_t a_spad_id = (rs1 >> 18) & 3, b_spad_id = (rs1 >> 16) & 3;
+    const bool a_t = rs2 & 1, b_t = (rs2 >> 1) & 1, resadd = (rs2 >> 2) & 1;
+    if (resadd) fail("is_resadd=1 (residual add mode) is not modelled");
+    if (act != ACT_NONE && act != ACT_RELU) fail("activation %u is not modelled", act);
+    if (I == 0 || J == 0 || K == 0) fail("bounds I=%u J=%u K=%u must be at least 1 (set by loop_ws config bounds)", I, J, K);
+    if (lw.pad_i >= DIM || lw.pad_j >= DIM || lw.pad_k >= DIM)
+      fail("padding pad_I=%u pad_J=%u pad_K=%u must be below DIM=%u", lw.pad_i, lw.pad_j, lw.pad_k, DIM);
+    if (ex.dataflow != WEIGHT_STATIONARY) fail("loop_ws needs the WEIGHT_STATIONARY dataflow (config_ex)");
+    const uint32_t half_sp = SP_ROWS / 2, half_acc = ACC_ROWS / 2;
+    const uint64_t a_rows = (uint64_t)I * K * DIM, b_rows = (uint64_t)K * J * DIM, c_rows = (uint64_t)I * J * DIM;
+    if (c_rows > half_acc)
+      fail("I*J*DIM = %llu accumulator rows exceed half the accumulator (%u rows)", (unsigned long long)c_rows, half_acc);
+    const uint32_t slot = loop_count % 2;
+    uint32_t a_start = a_spad_id == 0 ? slot * half_sp : (a_spad_id - 1) * half_sp;
+    uint32_t b_end = b_spad_id == 0 ? (slot + 1) * half_sp : b_spad_id * half_sp;
+    if (a_rows > half_sp || b_rows > half_sp)
+      fail("A (%llu rows) or B (%llu rows) exceeds half the scratchpad (%u rows)",
+           (unsigned long long)a_rows, (unsigned long long)b_rows, half_sp);
+    if (b_rows > b_end) fail("B tiles (%llu rows) do not fit below scratchpad row %u", (unsigned long long)b_rows, b_end);
+    const uint32_t b_start = b_end - (uint32_t)b_rows;
+    if (a_spad_id == b_spad_id && a_start + a_rows > b_start)
+      fail("A tiles (rows %u..%llu) and B tiles (rows %u..%u) overlap in the scratchpad; use smaller I/J/K",
+           a_start, (unsigned long long)(a_start + a_rows - 1), b_start, b_end - 1);
+    const uint32_t acc_base = loop_acc_base;
+
+    // Host: a third loop waits until the loop two back has been unrolled.
+    if (!internal) {
+      wait_until(loop_issue_end[slot]);
+      stall += ROCC_ISSUE_CYCLES;
+    }
+    const uint64_t t0 = now();
+    internal = true;
+    internal_issue = t0;
+    loop_issue_cursor = t0;
+    const ExecConfig saved_ex = ex;
+    ex.a_transpose = a_t;
+    ex.b_transpose = b_t;
+    ex.a_stride = 1;
+    ex.c_stride = 1;
+
+    auto tile_rows = [](uint32_t idx, uint32_t max, uint32_t pad) { return DIM - (idx == max - 1 ? pad : 0); };
+    auto acc_addr = [&](uint32_t row, bool accumulate, bool full) {
+      return 0x80000000u | (accumulate ? 0x40000000u : 0) | (full ? 0x20000000u : 0) | row;
+    };
+    auto rs2_of = [](uint32_t addr, uint32_t cols, uint32_t rows) {
+      return ((uint64_t)rows << 48) | ((uint64_t)cols << 32) | addr;
+    };
+
+    // D (bias) into the accumulator first: execution waits for all of it.
+    if (lw.d != 0) {
+      const uint32_t dblocks = low_d ? (J < MAX_BLOCK_LEN ? J : MAX_BLOCK_LEN) : MAX_BLOCK_LEN_ACC;
+      const uint32_t dbytes = low_d ? 1 : 4;
+      for (uint32_t i = 0; i < I; i++)
+        for (uint32_t j = 0; j < J; j += dblocks) {
+          uint32_t blocks = j + dblocks <= J ? dblocks : J - j;
+          uint32_t cols = blocks * DIM - (j + blocks >= J ? lw.pad_j : 0);
+          uint32_t rows = tile_rows(i, I, lw.pad_i);
+          uint64_t dram = lw.d + ((uint64_t)i * lw.d_stride + j) * DIM * dbytes;
+          mvin(2, dram, rs2_of(acc_addr(acc_base + (i * J + j) * DIM, false, false), cols, rows));
+        }
+    }
+    // A and B tiles are loaded just ahead of the execute order (k, then j, then i).
+    const uint32_t a_max_r = a_t ? K : I, a_max_c = a_t ? I : K;
+    const uint32_t a_pad_r = a_t ? lw.pad_k : lw.pad_i, a_pad_c = a_t ? lw.pad_i : lw.pad_k;
+    const uint32_t b_max_r = b_t ? J : K, b_max_c = b_t ? K : J;
+    const uint32_t b_pad_r = b_t ? lw.pad_j : lw.pad_k, b_pad_c = b_t ? lw.pad_k : lw.pad_j;
+    const uint32_t a_blocks = a_max_c < MAX_BLOCK_LEN ? a_max_c : MAX_BLOCK_LEN;
+    const uint32_t b_blocks = b_max_c < MAX_BLOCK_LEN ? b_max_c : MAX_BLOCK_LEN;
+    std::vector<uint8_t> a_loaded((size_t)a_max_r * a_max_c, 0), b_loaded((size_t)b_max_r * b_max_c, 0);
+    auto load_tile = [&](bool is_a, uint32_t r, uint32_t c) {
+      std::vector<uint8_t>& loaded = is_a ? a_loaded : b_loaded;
+      const uint32_t max_r = is_a ? a_max_r : b_max_r, max_c = is_a ? a_max_c : b_max_c;
+      const uint32_t nb = is_a ? a_blocks : b_blocks;
+      if (loaded[(size_t)r * max_c + c]) return;
+      uint64_t base = is_a ? lw.a : lw.b;
+      if (base == 0) return;  // operand already resident (software reuse)
+      uint32_t c0 = (c / nb) * nb;
+      uint32_t blocks = c0 + nb <= max_c ? nb : max_c - c0;
+      uint32_t cols = blocks * DIM - (c0 + blocks >= max_c ? (is_a ? a_pad_c : b_pad_c) : 0);
+      uint32_t rows = DIM - (r == max_r - 1 ? (is_a ? a_pad_r : b_pad_r) : 0);
+      uint64_t stride = is_a ? lw.a_stride : lw.b_stride;
+      uint64_t dram = base + ((uint64_t)r * stride + c0) * DIM;
+      uint32_t sp_addr = (is_a ? a_start : b_start) + (r * max_c + c0) * DIM;
+      mvin(is_a ? 0 : 1, dram, rs2_of(sp_addr, cols, rows));
+      for (uint32_t b = 0; b < blocks; b++) loaded[(size_t)r * max_c + c0 + b] = 1;
+    };
+    for (uint32_t k = 0; k < K; k++)
+      for (uint32_t j = 0; j < J; j++)
+        for (uint32_t i = 0; i < I; i++) {
+          load_tile(true, a_t ? k : i, a_t ? i : k);
+          load_tile(false, b_t ? j : k, b_t ? k : j);
+          uint32_t a_sp = a_start + ((a_t ? k : i) * a_max_c + (a_t ? i : k)) * DIM;
+          uint32_t b_sp = b_start + ((b_t ? j : k) * b_max_c + (b_t ? k : j)) * DIM;
+          uint32_t c_acc = acc_base + (i * J + j) * DIM;
+          uint32_t kr = tile_rows(k, K, lw.pad_k), jc = tile_rows(j, J, lw.pad_j), ir = tile_rows(i, I, lw.pad_i);
+          preload(rs2_of(i == 0 ? b_sp : GARBAGE, jc, kr),
+                  rs2_of(acc_addr(c_acc, ex_accumulate || k != 0, false), jc, ir));
+          compute(rs2_of(a_sp, kr, ir), rs2_of(GARBAGE, DIM, DIM), i == 0);
+        }
+    if (lw.c != 0) {
+      const uint32_t cblocks = full_c ? 1 : (J < MAX_BLOCK_LEN ? J : MAX_BLOCK_LEN);
+      const uint32_t cbytes = full_c ? 4 : 1;
+      for (uint32_t i = 0; i < I; i++)
+        for (uint32_t j = 0; j < J; j += cblocks) {
+          uint32_t blocks = j + cblocks <= J ? cblocks : J - j;
+          uint32_t cols = blocks * DIM - (j + blocks >= J ? lw.pad_j : 0);
+          uint32_t rows = tile_rows(i, I, lw.pad_i);
+          uint64_t dram = lw.c + ((uint64_t)i * lw.c_stride + j) * DIM * cbytes;
+          mvout(dram, rs2_of(acc_addr(acc_base + (i * J + j) * DIM, false, full_c), cols, rows));
+        }
+      loop_acc_base = (loop_acc_base + half_acc) % ACC_ROWS;
+    }
+    ex = saved_ex;
+    internal = false;
+    loop_issue_end[slot] = loop_issue_cursor;
+    last_loop_issue_end = loop_issue_cursor;
+    loop_count++;
+    cur = "loop_ws";
+  }
+
+  // ---- loop_conv_ws ----------------------------------------------------------------------
+  void loop_conv_ws(uint64_t rs1, uint64_t rs2);
+
+  // ---- harness -------------------------------------------------------------------------
+  bool in_harness(reg_t pc) const {
+    for (auto& r : harness_ranges)
+      if (pc >= r.first && pc < r.second) return true;
+    return false;
+  }
+
+  void harness(uint32_t funct, reg_t pc) {
+    cur = funct == F_HARNESS_MEASURE_BEGIN ? "measure_begin"
+          : funct == F_HARNESS_MEASURE_END ? "measure_end" : "snapshot";
+    if (!in_harness(pc))
+      fail("harness command at pc 0x%llx outside the harness code; only the generated harness may measure or snapshot",
+           (unsigned long long)pc);
+    if (funct == F_HARNESS_MEASURE_BEGIN) {
+      if (measuring) fail("measure_begin while a measured region is already open");
+      measuring = true;
+      m_t0 = now();
+      m_i0 = instret();
+      m_ld0 = ldq.busy; m_ex0 = exq.busy; m_st0 = stq.busy;
+      std::fill(sp_touched.begin(), sp_touched.end(), 0);
+      std::fill(acc_touched.begin(), acc_touched.end(), 0);
+    } else if (funct == F_HARNESS_MEASURE_END) {
+      if (!measuring) fail("measure_end without measure_begin");
+      wait_until(drain_time());  // all queued Gemmini work belongs to the region
+      Region r;
+      r.cycles = now() - m_t0;
+      r.instret = instret() - m_i0;
+      r.busy_ld = ldq.busy - m_ld0; r.busy_ex = exq.busy - m_ex0; r.busy_st = stq.busy - m_st0;
+      r.sp_rows = 0; r.acc_rows = 0;
+      for (auto v : sp_touched) r.sp_rows += v;
+      for (auto v : acc_touched) r.acc_rows += v;
+      regions.push_back(r);
+      measuring = false;
+      write_report();
+    } else {
+      if (snap_dir.empty()) fail("no snapshot directory configured");
+      if (snapshots >= 256) fail("more than 256 snapshots");
+      wait_until(drain_time());
+      std::string path = snap_dir + "/snap_" + std::to_string(snapshots) + ".bin";
+      FILE* f = std::fopen(path.c_str(), "wb");
+      if (!f) fail("cannot write snapshot file %s", path.c_str());
+      for (auto& reg : snap_regions) {
+        check_dram(reg.addr, reg.len);
+        snapshot_bytes += reg.len;
+        if (snapshot_bytes > (1ull << 30)) fail("snapshots exceed 1 GiB");
+        std::vector<uint8_t> buf(reg.len);
+        for (uint64_t i = 0; i < reg.len; i++) buf[i] = proc->get_mmu()->load<uint8_t>(reg.addr + i);
+        std::fwrite(buf.data(), 1, buf.size(), f);
+      }
+      std::fclose(f);
+      snapshots++;
+      write_report();
+    }
+  }
+
+ public:
+  reg_t handle(insn_t insn, reg_t pc) {
+    if (!proc) fail("extension used before reset");
+    rocc_insn_union_t u;
+    u.i = insn;
+    state_t* s = proc->get_state();
+    reg_t xs1 = u.r.xs1 ? s->XPR[insn.rs1()] : 0;
+    reg_t xs2 = u.r.xs2 ? s->XPR[insn.rs2()] : 0;
+    reg_t result = 0;
+    switch (u.r.funct) {
+      case F_CONFIG: config(xs1, xs2); break;
+      case F_MVIN: mvin(0, xs1, xs2); break;
+      case F_MVIN2: mvin(1, xs1, xs2); break;
+      case F_MVIN3: mvin(2, xs1, xs2); break;
+      case F_MVOUT: mvout(xs1, xs2); break;
+      case F_PRELOAD: preload(xs1, xs2); break;
+      case F_COMPUTE_PRELOADED: compute(xs1, xs2, true); break;
+      case F_COMPUTE_ACCUMULATED: compute(xs1, xs2, false); break;
+      case F_FLUSH: flush(); break;
+      case F_LOOP_WS_BOUNDS:
+        cur = "loop_ws_config_bounds";
+        lw.max_i = xs2 & 0xFFFF; lw.max_j = (xs2 >> 16) & 0xFFFF; lw.max_k = (xs2 >> 32) & 0xFFFF;
+        lw.pad_i = xs1 & 0xFFFF; lw.pad_j = (xs1 >> 16) & 0xFFFF; lw.pad_k = (xs1 >> 32) & 0xFFFF;
+        wait_until(last_loop_issue_end); stall += ROCC_ISSUE_CYCLES;
+        break;
+      case F_LOOP_WS_ADDRS_AB: lw.a = xs1; lw.b = xs2; stall += ROCC_ISSUE_CYCLES; break;
+      case F_LOOP_WS_ADDRS_DC: lw.d = xs1; lw.c = xs2; stall += ROCC_ISSUE_CYCLES; break;
+      case F_LOOP_WS_STRIDES_AB: lw.a_stride = xs1; lw.b_stride = xs2; stall += ROCC_ISSUE_CYCLES; break;
+      case F_LOOP_WS_STRIDES_DC: lw.d_stride = xs1; lw.c_stride = xs2; stall += ROCC_ISSUE_CYCLES; break;
+      case F_LOOP_WS: loop_ws(xs1, xs2); break;
+      case F_LOOP_CONV_WS: loop_conv_ws(xs1, xs2); break;
+      case F_COUNTER: cur = "counter"; result = 0; break;
+      case F_HARNESS_MEASURE_BEGIN:
+      case F_HARNESS_MEASURE_END:
+      case F_HARNESS_SNAPSHOT: harness(u.r.funct, pc); break;
+      default:
+        if (u.r.funct >= F_LOOP_CONV_WS_CONFIG_1 && u.r.funct <= F_LOOP_CONV_WS_CONFIG_6) {
+          cur = "loop_conv_ws_config";
+          conv_cfg[u.r.funct - F_LOOP_CONV_WS_CONFIG_1][0] = xs1;
+          conv_cfg[u.r.funct - F_LOOP_CONV_WS_CONFIG_1][1] = xs2;
+          wait_until(last_loop_issue_end); stall += ROCC_ISSUE_CYCLES;
+          break;
+        }
+        cur = "gemmini";
+        fail("unknown command funct7=%u at pc 0x%llx", (unsigned)u.r.funct, (unsigned long long)pc);
+    }
+    if (u.r.xd) s->XPR.write(insn.rd(), result);
+    return pc + 4;
+  }
+
+  void on_fence() {
+    wait_until(drain_time());
+  }
+
+  static reg_t custom3(processor_t* p, insn_t insn, reg_t pc) {
+    gemmini_t* g = static_cast<gemmini_t*>(p->get_extension("gemmini"));
+    if (!g->proc) g->proc = p;
+    return g->handle(insn, pc);
+  }
+  static reg_t rdcycle(processor_t* p, insn_t insn, reg_t pc) {
+    gemmini_t* g = static_cast<gemmini_t*>(p->get_extension("gemmini"));
+    if (!g->proc) g->proc = p;
+    if (insn.rd() != 0) p->get_state()->XPR.write(insn.rd(), g->now());
+    return pc + 4;
+  }
+  static reg_t fence(processor_t* p, insn_t, reg_t pc) {
+    gemmini_t* g = static_cast<gemmini_t*>(p->get_extension("gemmini"));
+    if (!g->proc) g->proc = p;
+    g->on_fence();
+    return pc + 4;
+  }
+};
+
+reg_t cycle_csr_t::read() const noexcept { return model->now(); }
+
+#include "loop_conv.inc"
+
+}  // namespace
+
+REGISTER_EXTENSION(gemmini, []() { return new gemmini_t(); })

@@ -1,0 +1,199 @@
+"""Per-engine cycle estimate from an instruction trace.
+
+Model: each engine (TensorE, VectorE, ScalarE, GpSimdE, DMA) is an in-order queue. An
+instruction starts when its engine is free and its operands are ready (read-after-write),
+and the tiles it overwrites are no longer being read or written (write-after-read/write).
+Engines therefore overlap wherever the kernel's data flow allows. DMAs occupy the DMA
+queue for their transfer time (bytes over HBM bandwidth, small contiguous runs rounded up)
+and land after a fixed latency, with a bounded number in flight. Instruction costs follow
+the public rules of thumb in the NKI docs; every parameter lives in ``cost_params.toml``
+with its source. The result is an *estimate* and is always labelled so.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from autocomp.backends.nki.trace import ENGINE_LABELS, ENGINES, Instr
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover
+    import tomli as tomllib
+
+PARAMS_FILE = Path(__file__).with_name("cost_params.toml")
+
+
+def load_params(path: Path | None = None) -> dict[str, float]:
+    """Parameter values by name; the file also carries unit and source for each."""
+    data = tomllib.loads((path or PARAMS_FILE).read_text(encoding="utf-8"))
+    params: dict[str, float] = {}
+    for name, entry in data.items():
+        if not isinstance(entry, dict) or "value" not in entry or "source" not in entry or "unit" not in entry:
+            raise ValueError(f"{path or PARAMS_FILE}: [{name}] needs value, unit and source")
+        params[name] = float(entry["value"])
+    return params
+
+
+PARAMS = load_params()
+
+
+@dataclass
+class EngineStats:
+    instructions: int = 0
+    busy: float = 0.0
+
+
+@dataclass
+class Estimate:
+    """Total cycles plus where they went."""
+
+    cycles: float
+    engines: dict[str, EngineStats]
+    by_line: list[tuple[int, str, str, float, int]] = field(default_factory=list)  # line, op, engine, busy, count
+    instructions: int = 0
+    params: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def microseconds(self) -> float:
+        return self.cycles / (self.params.get("clock_ghz", 1.4) * 1e3)
+
+    def bottleneck(self) -> str:
+        name, stats = max(self.engines.items(), key=lambda kv: kv[1].busy)
+        return ENGINE_LABELS[name] if stats.busy > 0 else "none"
+
+    def report(self, top: int = 6) -> str:
+        """The per-engine breakdown fed back to the plan prompt."""
+        total = max(self.cycles, 1.0)
+        lines = [
+            f"Estimated {self.cycles:,.0f} cycles (nki estimate: Autocomp's analytic model of a trn1 NeuronCore at "
+            f"{self.params.get('clock_ghz', 1.4)} GHz, about {self.microseconds:,.2f} us; not a measurement).",
+            f"{self.instructions} instructions. Per engine (busy cycles / share of the total; engines overlap):",
+        ]
+        for name in ENGINES:
+            s = self.engines[name]
+            if s.instructions:
+                lines.append(f"  {ENGINE_LABELS[name]:<8} {s.instructions:>6} instr  {s.busy:>12,.0f} busy  {100 * s.busy / total:5.1f}%")
+        lines.append(f"Busiest engine: {self.bottleneck()}.")
+        if self.by_line:
+            lines.append("Costliest source lines (busy cycles):")
+            for line, op, eng, busy, count in self.by_line[:top]:
+                lines.append(f"  line {line}: {op} on {ENGINE_LABELS[eng]} x{count}: {busy:,.0f}")
+        return "\n".join(lines)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "cycles": self.cycles,
+            "instructions": self.instructions,
+            "engines": {k: {"instructions": v.instructions, "busy": v.busy} for k, v in self.engines.items()},
+            "by_line": [list(x) for x in self.by_line],
+        }
+
+
+def instr_cost(ins: Instr, p: dict[str, float], last_func: list[str | None]) -> float:
+    """Cycles an instruction occupies its engine (DMA latency is added separately)."""
+    e = ins.engine
+    if e == "tensor":
+        stationary = ins.info.get("stationary_free", ins.partitions)
+        cycles = max(min(p["tensor_min_cycles"], stationary), ins.free * p["tensor_cycles_per_moving_column"])
+        if ins.dtype_bytes >= 4:
+            cycles *= p["tensor_fp32_factor"]
+        return cycles + p["instr_overhead_cycles"]
+    if e == "dma":
+        nbytes = float(ins.info.get("bytes", ins.partitions * ins.free * ins.dtype_bytes))
+        chunk = max(1.0, float(ins.info.get("chunk_bytes", nbytes)))
+        chunks = max(1.0, nbytes / chunk)
+        effective = chunks * max(chunk, p["dma_efficient_chunk_bytes"])
+        return p["dma_fixed_cycles"] + effective / p["hbm_bytes_per_cycle"]
+    if e == "scalar":
+        cycles = max(p["scalar_min_ii"], ins.free * p["scalar_cycles_per_element"]) + p["instr_overhead_cycles"]
+        func = ins.info.get("func")
+        if func is not None:
+            if last_func[0] is not None and func != last_func[0] and not _table_free(func, last_func[0]):
+                cycles += p["scalar_table_switch_cycles"]
+            last_func[0] = func
+        return cycles
+    if e == "gpsimd":
+        return max(p["gpsimd_min_ii"], ins.free * p["gpsimd_cycles_per_element"]) + p["instr_overhead_cycles"]
+    return max(p["vector_min_ii"], ins.free * p["vector_cycles_per_element"]) + p["instr_overhead_cycles"]
+
+
+def _table_free(a: str, b: str) -> bool:
+    """Functions that need no table (copy/identity) never force a reload."""
+    return a in ("copy", "identity") or b in ("copy", "identity")
+
+
+def _reserve(busy: list[list[float]], ready: float, length: float) -> float:
+    """Earliest start >= ready of a gap of ``length`` in the sorted busy intervals; books it."""
+    start = ready
+    for lo, hi in busy:
+        if hi <= start:
+            continue
+        if lo >= start + length:
+            break
+        start = max(start, hi)
+    end = start + length
+    # insert and merge with touching neighbours to keep the list short
+    pos = 0
+    while pos < len(busy) and busy[pos][0] < start:
+        pos += 1
+    busy.insert(pos, [start, end])
+    if pos + 1 < len(busy) and busy[pos + 1][0] <= end:
+        busy[pos][1] = max(end, busy[pos + 1][1])
+        del busy[pos + 1]
+    if pos > 0 and busy[pos - 1][1] >= start:
+        busy[pos - 1][1] = max(busy[pos - 1][1], busy[pos][1])
+        del busy[pos]
+    return start
+
+
+def estimate(trace: list[Instr], params: dict[str, float] | None = None) -> Estimate:
+    p = dict(PARAMS if params is None else params)
+    engine_free: dict[str, float] = defaultdict(float)
+    last_write: dict[int, float] = {}
+    last_read: dict[int, float] = {}
+    dma_done: list[float] = []
+    dma_busy: list[list[float]] = []  # merged busy intervals of the shared HBM bandwidth
+    queues = int(p["dma_queues"])
+    stats = {e: EngineStats() for e in ENGINES}
+    per_line: dict[tuple[int, str, str], list[float]] = {}
+    last_func: list[str | None] = [None]
+    finish = 0.0
+    for ins in trace:
+        occ = instr_cost(ins, p, last_func)
+        # Compute engines run their streams in order; DMAs are gated only by data and bandwidth.
+        ready = engine_free[ins.engine] if ins.engine != "dma" else 0.0
+        for r in ins.reads:
+            ready = max(ready, last_write.get(r, 0.0))
+        for w in ins.writes:
+            if w > 0:  # on-chip: wait until earlier readers and writers are done with the tile
+                ready = max(ready, last_read.get(w, 0.0), last_write.get(w, 0.0) if w not in ins.reads else 0.0)
+        if ins.engine == "dma":
+            if len(dma_done) >= queues:
+                ready = max(ready, sorted(dma_done)[-queues])
+            start = _reserve(dma_busy, ready, occ)
+            done = start + occ + p["dma_latency_cycles"]
+            dma_done.append(done)
+            if len(dma_done) > 4 * queues:
+                dma_done = sorted(dma_done)[-queues:]
+        else:
+            done = ready + occ
+            engine_free[ins.engine] = done
+        for r in ins.reads:
+            last_read[r] = max(last_read.get(r, 0.0), done)
+        for w in ins.writes:
+            last_write[w] = done
+        finish = max(finish, done)
+        st = stats[ins.engine]
+        st.instructions += 1
+        st.busy += occ
+        key = (ins.line, ins.op, ins.engine)
+        acc = per_line.setdefault(key, [0.0, 0])
+        acc[0] += occ
+        acc[1] += 1
+    by_line = sorted(((k[0], k[1], k[2], v[0], int(v[1])) for k, v in per_line.items()), key=lambda x: -x[3])
+    return Estimate(cycles=round(finish), engines=stats, by_line=by_line, instructions=len(trace), params=p)

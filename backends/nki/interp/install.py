@@ -1,0 +1,227 @@
+"""Module objects for ``nki`` / ``neuronxcc.nki`` and running a kernel on them.
+
+:func:`install` puts the interpreter's modules into ``sys.modules`` of the *current*
+process (the harness child that runs one kernel) — and only for an API family whose real
+Neuron SDK does not import, so a working SDK is never shadowed. :func:`execute` runs one
+kernel on host arrays and returns its outputs, its arguments afterwards and the trace.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import sys
+import types
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from autocomp.backends.nki.interp import core, isa, language
+from autocomp.backends.nki.interp.core import STATE, Tensor, fail
+from autocomp.backends.nki.interp.errors import NkiError
+from autocomp.backends.nki.trace import Instr
+
+FAMILIES: dict[str, str] = {"new": "nki", "old": "neuronxcc"}
+_MARK = "__autocomp_nki_interpreter__"
+
+
+def _enter(style: str, name: str) -> None:
+    if STATE.style is None:
+        STATE.style = style
+    elif STATE.style != style:
+        other = "neuronxcc.nki (older API)" if STATE.style == "old" else "nki (current API)"
+        this = "nki" if style == "new" else "neuronxcc.nki"
+        raise fail("mixed-api", f"{this}.{name} mixes API styles: this kernel already uses {other}; use one API per kernel",
+                   name, static=True)
+
+
+def _styled(style: str, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        _enter(style, name)
+        return fn(*args, **kwargs)
+
+    return call
+
+
+# ---------------------------------------------------------------------------- running
+@dataclass
+class RunResult:
+    outputs: list[np.ndarray]
+    args_after: list[np.ndarray]
+    trace: list[Instr] = field(default_factory=list)
+
+
+def _to_host(t: Any, what: str) -> np.ndarray:
+    if isinstance(t, Tensor):
+        if not t.is_hbm:
+            raise NkiError("output", f"{what} is a {t.alloc.buffer} tile; a kernel returns HBM tensors (nl.ndarray(..., "
+                           "buffer=nl.shared_hbm) written with a DMA)", call="return")
+        w = t.written_mask()
+        if not w.all():
+            missing = int(w.size - np.count_nonzero(w))
+            raise NkiError("output-unwritten", f"{what} (allocated at line {t.alloc.line}): {missing} of {w.size} elements "
+                           "were never written", call="return", limit="every output element must be stored",
+                           file=STATE.kernel_file, line=t.alloc.line)
+        return np.array(t.values(), copy=True)
+    if isinstance(t, np.ndarray):
+        raise NkiError("output", f"{what} is a host NumPy array, not an NKI tensor: kernels must compute with NKI "
+                       "instructions and return an HBM tensor", call="return")
+    raise NkiError("output", f"{what} is a {type(t).__name__}; a kernel returns HBM tensors", call="return")
+
+
+def _collect(result: Any) -> list[np.ndarray]:
+    if result is None:
+        return []
+    if isinstance(result, (tuple, list)):
+        return [_to_host(r, f"output {i}") for i, r in enumerate(result)]
+    return [_to_host(result, "output")]
+
+
+def execute(fn: Callable[..., Any], arrays: Sequence[np.ndarray], *, kernel_file: str = "", reverse_affine: bool = False,
+            grid: tuple[int, ...] = (), names: Sequence[str] = (), kwargs: dict[str, Any] | None = None) -> RunResult:
+    """Run ``fn`` on host ``arrays`` (each becomes an HBM argument) and collect results."""
+    fn = getattr(fn, "func", fn)
+    core.begin_run(kernel_file, reverse_affine)
+    try:
+        args = [core.input_tensor(a, names[i] if i < len(names) else f"arg{i}") for i, a in enumerate(arrays)]
+        outputs: list[np.ndarray] = []
+        if grid:
+            STATE.grid = tuple(int(g) for g in grid)
+            result = None
+            for pid in np.ndindex(*STATE.grid):
+                STATE.program_ids = tuple(int(i) for i in pid)
+                result = fn(*args, **(kwargs or {}))
+            outputs = _collect(result)
+        else:
+            outputs = _collect(fn(*args, **(kwargs or {})))
+        after = [np.array(a.data, copy=True) for a in args]
+        return RunResult(outputs, after, list(STATE.trace))
+    finally:
+        core.end_run()
+
+
+class Kernel:
+    """What ``@nki.jit`` returns: callable on NumPy arrays (runs the interpreter) and
+    indexable with a launch grid (``kernel[2, 2](a, b)``)."""
+
+    def __init__(self, func: Callable[..., Any]) -> None:
+        self.func = func
+        functools.update_wrapper(self, func)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if STATE.active or any(isinstance(a, Tensor) for a in args):
+            return self.func(*args, **kwargs)
+        res = execute(self.func, [np.asarray(a) for a in args], kwargs=kwargs)
+        return res.outputs[0] if len(res.outputs) == 1 else tuple(res.outputs)
+
+    def __getitem__(self, grid: Any) -> Callable[..., Any]:
+        grid = grid if isinstance(grid, tuple) else (grid,)
+
+        def launch(*args: Any, **kwargs: Any) -> Any:
+            res = execute(self.func, [np.asarray(a) for a in args], grid=grid, kwargs=kwargs)
+            return res.outputs[0] if len(res.outputs) == 1 else tuple(res.outputs)
+
+        return launch
+
+
+def jit(func: Callable[..., Any] | None = None, **options: Any) -> Any:
+    if func is None:
+        return lambda f: Kernel(f)
+    return Kernel(func)
+
+
+def simulate_kernel(kernel: Any, *args: Any, **kwargs: Any) -> Any:
+    return (kernel if isinstance(kernel, Kernel) else Kernel(kernel))(*args, **kwargs)
+
+
+# ---------------------------------------------------------------------------- modules
+def _module(name: str, attrs: dict[str, Any]) -> types.ModuleType:
+    mod = types.ModuleType(name, f"Autocomp's NumPy interpreter of {name} (not the AWS Neuron SDK).")
+    mod.__dict__.update(attrs)
+    setattr(mod, _MARK, True)
+    return mod
+
+
+def _language_attrs(style: str) -> dict[str, Any]:
+    attrs: dict[str, Any] = {}
+    for name, value in core.DTYPES.items():
+        attrs[name] = value
+    for name, value in language.SHARED.items():
+        attrs[name] = _styled(style, f"language.{name}", value) if callable(value) and not isinstance(value, type) else value
+    attrs["mgrid"] = language.mgrid
+    for name, value in language.OLDER_ONLY.items():
+        attrs[name] = _styled(style, f"language.{name}", value)
+    attrs.update(language.OPS)
+    attrs["tile_size"] = language.tile_size
+    return attrs
+
+
+def _isa_attrs(style: str) -> dict[str, Any]:
+    table = isa.FUNCTIONS if style == "new" else isa.OLD_FUNCTIONS
+    attrs: dict[str, Any] = {name: _styled(style, f"isa.{name}", fn) for name, fn in table.items()}
+    attrs.update(
+        engine=isa.engine,
+        tensor_engine="tensor", vector_engine="vector", scalar_engine="scalar", gpsimd_engine="gpsimd", unknown_engine=None,
+        nc_version=types.SimpleNamespace(gen2="gen2", gen3="gen3"),
+        get_nc_version=lambda: "gen2",
+    )
+    return attrs
+
+
+def build_modules(style: str) -> dict[str, types.ModuleType]:
+    """The module objects for one API family, keyed by their import names."""
+    lang = _module(("nki" if style == "new" else "neuronxcc.nki") + ".language", _language_attrs(style))
+    isa_mod = _module(("nki" if style == "new" else "neuronxcc.nki") + ".isa", _isa_attrs(style))
+    common = {"jit": jit, "baremetal": jit, "benchmark": jit, "profile": jit, "trace": jit, "simulate_kernel": simulate_kernel,
+              "simulate": lambda kernel, *a, **k: simulate_kernel(kernel, *a, **k), "language": lang, "isa": isa_mod,
+              "Kernel": Kernel}
+    if style == "new":
+        root = _module("nki", common)
+        root.__path__ = []  # a package, so `import nki.language` works
+        return {"nki": root, "nki.language": lang, "nki.isa": isa_mod}
+    nki_mod = _module("neuronxcc.nki", common)
+    nki_mod.__path__ = []
+    typing_mod = _module("neuronxcc.nki.typing", {"tensor": Tensor})
+    nki_mod.typing = typing_mod
+    root = _module("neuronxcc", {"nki": nki_mod})
+    root.__path__ = []
+    return {"neuronxcc": root, "neuronxcc.nki": nki_mod, "neuronxcc.nki.language": lang, "neuronxcc.nki.isa": isa_mod,
+            "neuronxcc.nki.typing": typing_mod}
+
+
+def real_sdk(style: str) -> str | None:
+    """The version of a working Neuron SDK for this family, or None (placeholders don't count)."""
+    mod_name = "nki.language" if style == "new" else "neuronxcc.nki.language"
+    existing = sys.modules.get(mod_name)
+    if existing is not None and getattr(existing, _MARK, False):
+        return None
+    try:
+        mod = importlib.import_module(mod_name)
+    except Exception:
+        return None
+    if getattr(mod, _MARK, False):
+        return None
+    root = importlib.import_module(FAMILIES[style])
+    return str(getattr(root, "__version__", "unknown version"))
+
+
+def install(styles: Sequence[str] = ("new", "old")) -> dict[str, str]:
+    """Provide the interpreter's modules for each family without a working real SDK.
+
+    Returns {style: "interpreter" | "real <version>"}.
+    """
+    done: dict[str, str] = {}
+    for style in styles:
+        version = real_sdk(style)
+        if version is not None:
+            done[style] = f"real {version}"
+            continue
+        for name in list(sys.modules):  # drop a placeholder package that does not work
+            if name == FAMILIES[style] or name.startswith(FAMILIES[style] + "."):
+                if not getattr(sys.modules[name], _MARK, False):
+                    del sys.modules[name]
+        sys.modules.update(build_modules(style))
+        done[style] = "interpreter"
+    return done

@@ -1,0 +1,694 @@
+"""The instructions (``nki.isa``): one function per hardware instruction.
+
+Each function serves both API styles: the current ``nki`` API passes the destination as
+``dst`` (first argument) and returns nothing; the older ``neuronxcc.nki`` API returns a new
+tile. ``_output`` enforces the difference so that mixing styles is an error with a clear
+message. Every instruction checks its operands' buffers and shapes against the NeuronCore
+limits, computes in float32 with NumPy over the whole tile, rounds on the store, and
+appends one :class:`Instr` to the trace.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+from autocomp.backends.nki.interp import core
+from autocomp.backends.nki.interp.core import LIMITS, STATE, Tensor, fail, free_size, read, record
+
+F32 = np.dtype(np.float32)
+
+
+# ---------------------------------------------------------------------------- ops
+class Op:
+    """A math operator usable as ``op=`` (nl.add, nl.exp, np.add, …).
+
+    In the older API the same object is also callable as the functional ``nl.add(x, y)``;
+    ``language.py`` gives it that behaviour through ``call``.
+    """
+
+    def __init__(self, name: str, fn: Callable[..., np.ndarray], arity: int, engine: str = "vector",
+                 call: Callable[..., Any] | None = None) -> None:
+        self.name = name
+        self.fn = fn
+        self.arity = arity
+        self.engine = engine
+        self._call = call
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self._call is None:
+            raise fail("bad-call", f"nl.{self.name} is an operator identifier here; pass it as op=nl.{self.name}")
+        return self._call(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"nl.{self.name}"
+
+
+def _gelu_tanh(x: np.ndarray) -> np.ndarray:
+    return (0.5 * x * (1.0 + np.tanh(0.7978845608028654 * (x + 0.044715 * x**3)))).astype(np.float32)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    import math
+
+    return np.vectorize(math.erf, otypes=[np.float32])(x)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return (1.0 / (1.0 + np.exp(-x))).astype(np.float32)
+
+
+def _rsqrt(x: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (1.0 / np.sqrt(x)).astype(np.float32)
+
+
+UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
+    # name: (function, engine). Transcendentals run on ScalarE's activation tables.
+    "exp": (np.exp, "scalar"),
+    "log": (np.log, "scalar"),
+    "sqrt": (np.sqrt, "scalar"),
+    "rsqrt": (_rsqrt, "scalar"),
+    "tanh": (np.tanh, "scalar"),
+    "sigmoid": (_sigmoid, "scalar"),
+    "relu": (lambda x: np.maximum(x, 0), "scalar"),
+    "gelu": (_gelu_tanh, "scalar"),
+    "gelu_apprx_tanh": (_gelu_tanh, "scalar"),
+    "silu": (lambda x: x * _sigmoid(x), "scalar"),
+    "softplus": (lambda x: np.logaddexp(0, x).astype(np.float32), "scalar"),
+    "erf": (_erf, "scalar"),
+    "sin": (np.sin, "scalar"),
+    "cos": (np.cos, "scalar"),
+    "square": (np.square, "scalar"),
+    "copy": (lambda x: x, "scalar"),
+    "identity": (lambda x: x, "scalar"),
+    "abs": (np.abs, "vector"),
+    "negative": (np.negative, "vector"),
+    "reciprocal": (lambda x: np.divide(1.0, x, dtype=np.float32), "vector"),
+    "sign": (np.sign, "vector"),
+    "floor": (np.floor, "vector"),
+    "ceil": (np.ceil, "vector"),
+}
+
+BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+    "add": np.add,
+    "subtract": np.subtract,
+    "multiply": np.multiply,
+    "divide": np.divide,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "power": np.power,
+    "equal": lambda a, b: (a == b).astype(np.float32),
+    "not_equal": lambda a, b: (a != b).astype(np.float32),
+    "greater": lambda a, b: (a > b).astype(np.float32),
+    "greater_equal": lambda a, b: (a >= b).astype(np.float32),
+    "less": lambda a, b: (a < b).astype(np.float32),
+    "less_equal": lambda a, b: (a <= b).astype(np.float32),
+    "logical_and": lambda a, b: np.logical_and(a, b).astype(np.float32),
+    "logical_or": lambda a, b: np.logical_or(a, b).astype(np.float32),
+}
+
+REDUCE: dict[str, Callable[..., np.ndarray]] = {
+    "add": np.sum,
+    "maximum": np.max,
+    "minimum": np.min,
+    "multiply": np.prod,
+}
+_REDUCE_ALIASES = {"sum": "add", "max": "maximum", "min": "minimum", "prod": "multiply", "amax": "maximum", "amin": "minimum"}
+
+OP_OBJECTS: dict[str, Op] = {}
+
+
+def _numpy_name(op: Any) -> str | None:
+    name = getattr(op, "__name__", None)
+    if isinstance(op, np.ufunc) or name in ("sum", "max", "min", "prod", "amax", "amin", "exp", "tanh", "log", "sqrt"):
+        return name
+    return None
+
+
+def binop(op: Any, call: str) -> Op:
+    if isinstance(op, Op) and op.name in BINARY:
+        return op
+    name = op if isinstance(op, str) else _numpy_name(op)
+    name = _REDUCE_ALIASES.get(name, name)
+    if name == "true_divide":
+        name = "divide"
+    if name in BINARY:
+        return OP_OBJECTS.get(name) or Op(name, BINARY[name], 2)
+    raise fail("bad-op", f"{op!r} is not a binary operator NKI supports (nl.add, nl.subtract, nl.multiply, nl.divide, nl.maximum, nl.minimum, …)", call)
+
+
+def unop(op: Any, call: str) -> Op:
+    if isinstance(op, Op) and op.name in UNARY:
+        return op
+    name = op if isinstance(op, str) else _numpy_name(op)
+    if name in UNARY:
+        return OP_OBJECTS.get(name) or Op(name, UNARY[name][0], 1, UNARY[name][1])
+    raise fail("bad-op", f"{op!r} is not an activation function NKI supports (nl.exp, nl.tanh, nl.rsqrt, nl.copy, …)", call)
+
+
+def redop(op: Any, call: str) -> str:
+    name = op.name if isinstance(op, Op) else (op if isinstance(op, str) else _numpy_name(op))
+    name = _REDUCE_ALIASES.get(name, name)
+    if name in REDUCE:
+        return name
+    raise fail("bad-op", f"{op!r} is not a reduction operator (use nl.add, nl.maximum, nl.minimum, nl.multiply)", call)
+
+
+# ---------------------------------------------------------------------------- engines
+class _EngineIds:
+    tensor = "tensor"
+    vector = "vector"
+    scalar = "scalar"
+    gpsimd = "gpsimd"
+    unknown = None
+    activation = "scalar"
+    pool = "gpsimd"
+
+
+engine = _EngineIds()
+
+
+def _engine(value: Any, default: str, allowed: tuple[str, ...], call: str) -> str:
+    if value is None:
+        return default
+    value = str(value)
+    if value not in allowed:
+        raise fail("bad-engine", f"engine={value} is not available for this instruction (allowed: {', '.join(allowed)})", call)
+    return value
+
+
+# ---------------------------------------------------------------------------- helpers
+def _style() -> str:
+    return STATE.style or "new"
+
+
+def _output(dst: Any, shape: tuple[int, ...], dtype: Any, call: str, buffer: str = "sbuf",
+            allowed: tuple[str, ...] = ("sbuf", "psum")) -> Tensor:
+    """The destination view: ``dst`` in the nki API, a new tile in the older API."""
+    if _style() == "new":
+        if dst is None:
+            raise fail("missing-dst", f"{call} needs dst=<tile> in the `nki` API (it returns nothing); "
+                       "the form returning a tile belongs to the older neuronxcc.nki API", call, static=True)
+        dst = core.require_tensor(dst, "dst", call)
+        if dst.alloc.buffer not in allowed:
+            raise fail("buffer", f"dst is in {dst.alloc.buffer}; {call} writes only to {' or '.join(allowed)}", call,
+                       "no compute on HBM" if dst.is_hbm else "")
+        if tuple(dst.shape) != tuple(shape) and free_size(dst.shape) != free_size(shape) or (dst.shape and shape and dst.shape[0] != shape[0]):
+            raise fail("shape-mismatch", f"dst has shape {dst.shape} but the result has shape {shape}", call)
+        return dst
+    if dst is not None:
+        raise fail("mixed-api", f"{call}(dst=...) is the `nki` API form; in neuronxcc.nki the instruction returns its result tile",
+                   call, static=True)
+    dt = core.as_dtype(dtype, call) if dtype is not None else F32
+    t = core.new_tensor(shape, dt, buffer, call=call, count=buffer != "psum")
+    t.fresh = True
+    return t
+
+
+def _on_chip(t: Any, what: str, call: str, allow_psum: bool = True) -> Tensor:
+    t = core.require_tensor(t, what, call)
+    if t.is_hbm:
+        raise fail("compute-on-hbm", f"{what} is an HBM tensor; compute engines read only SBUF/PSUM — load it first "
+                   "(nisa.dma_copy / nl.load)", call, "no compute directly on HBM")
+    if not allow_psum and t.alloc.buffer == "psum":
+        raise fail("buffer", f"{what} is in PSUM; {call} reads only SBUF", call)
+    return t
+
+
+def _f32(x: np.ndarray) -> np.ndarray:
+    return x.astype(np.float32, copy=False) if x.dtype != F32 else x
+
+
+def _consume(*ts: Any) -> None:
+    for t in ts:
+        if isinstance(t, Tensor):
+            t.fresh = False
+
+
+def _write(out: Tensor, values: np.ndarray, mask: Any = None) -> None:
+    if mask is not None and STATE.style == "new":
+        raise fail("mixed-api", "mask= belongs to the older neuronxcc.nki API", static=True)
+    out.store(values, None if mask is None else np.asarray(mask, dtype=bool))
+
+
+def _operand(x: Any, p: int, what: str, call: str) -> tuple[np.ndarray | float, Tensor | None]:
+    """A scalar operand: a Python number, or a (P, 1) tile broadcast along the free dims."""
+    if isinstance(x, Tensor):
+        _on_chip(x, what, call)
+        if x.shape[0] != p or free_size(x.shape) != 1:
+            raise fail("shape-mismatch", f"{what} has shape {x.shape}; a per-partition operand must be ({p}, 1)", call)
+        return _f32(read(x, what, call)).reshape(p, 1), x
+    if isinstance(x, (int, float, np.integer, np.floating)):
+        return float(x), None
+    raise fail("bad-operand", f"{what} must be a number or a ({p}, 1) tile, got {type(x).__name__}", call)
+
+
+def _bcast_free(v: np.ndarray | float, shape: tuple[int, ...]) -> np.ndarray | float:
+    if isinstance(v, np.ndarray) and len(shape) > 2:
+        return v.reshape((shape[0],) + (1,) * (len(shape) - 1))
+    return v
+
+
+def _dtype_bytes(*ts: Any) -> int:
+    return max([t.dtype.itemsize for t in ts if isinstance(t, Tensor)] or [4])
+
+
+# ---------------------------------------------------------------------------- DMA
+def _contiguous_bytes(t: Tensor) -> int:
+    """Length of the contiguous runs a DMA moves on the HBM side of a transfer."""
+    itemsize = t.dtype.itemsize
+    if t.key is not None:
+        return itemsize * (t.shape[-1] if t.shape else 1)
+    run = itemsize
+    for size, stride in zip(reversed(t.data.shape), reversed(t.data.strides)):
+        if size == 1:
+            continue
+        if stride != run:
+            break
+        run *= size
+    return max(run, itemsize)
+
+
+def dma_copy(dst: Any = None, src: Any = None, *, mask: Any = None, dge_mode: Any = None, name: str = "",
+             call: str = "nisa.dma_copy", transpose: bool = False) -> None:
+    """Copy between HBM and SBUF (or SBUF to SBUF). DMA engines cannot reach PSUM."""
+    dst = core.require_tensor(dst, "dst", call)
+    src = core.require_tensor(src, "src", call)
+    for t, what in ((dst, "dst"), (src, "src")):
+        if t.alloc.buffer == "psum":
+            raise fail("dma-psum", f"{what} is in PSUM; DMA engines move data between HBM and SBUF only — copy PSUM to SBUF "
+                       "first (nisa.tensor_copy / nl.copy)", call, "DMA endpoints: HBM and SBUF")
+    values = read(src, "src", call, mask=mask)
+    if transpose:
+        if values.ndim != 2:
+            raise fail("shape-mismatch", f"a 2-D transposing load needs a 2-D source, got {values.shape}", call)
+        values = values.T
+    if tuple(values.shape) != tuple(dst.shape):
+        if values.size == int(np.prod(dst.shape)) and values.shape and dst.shape and values.shape[0] == dst.shape[0]:
+            values = values.reshape(dst.shape)
+        else:
+            raise fail("shape-mismatch", f"dst has shape {dst.shape} but src has shape {values.shape}", call)
+    if dst.on_chip and dst.shape and dst.shape[0] > LIMITS["pmax"]:
+        raise fail("partition-limit", f"DMA into an on-chip view of {dst.shape[0]} partitions", call, "partition dimension <= 128")
+    hbm_side = src if src.is_hbm else dst
+    chip_side = dst if dst.on_chip else src
+    nbytes = int(values.size) * max(src.dtype.itemsize, dst.dtype.itemsize)
+    chunk = src.dtype.itemsize if transpose else _contiguous_bytes(hbm_side)
+    _write(dst, values, mask)
+    _consume(src)
+    record("dma_copy" if not transpose else "dma_transpose", "dma", chip_side.shape[0] if chip_side.shape else 1,
+           free_size(chip_side.shape), max(src.dtype.itemsize, dst.dtype.itemsize), [src], [dst],
+           bytes=nbytes, chunk_bytes=int(min(chunk, nbytes)))
+
+
+# ---------------------------------------------------------------------------- TensorE
+def _matmul_operands(stationary: Any, moving: Any, call: str) -> tuple[Tensor, Tensor, int, int, int]:
+    s = _on_chip(stationary, "stationary", call, allow_psum=False)
+    m = _on_chip(moving, "moving", call, allow_psum=False)
+    if s.shape[0] != m.shape[0]:
+        raise fail("shape-mismatch", f"stationary {s.shape} and moving {m.shape} must share the partition (contraction) dimension", call)
+    k = s.shape[0]
+    mfree, nfree = free_size(s.shape), free_size(m.shape)
+    if k > LIMITS["pmax"]:
+        raise fail("matmul-limit", f"contraction (partition) size {k}", call, "matmul contraction <= 128 partitions")
+    if mfree > LIMITS["stationary_fmax"]:
+        raise fail("matmul-limit", f"stationary tile {s.shape} has free size {mfree}", call, "stationary <= 128x128 (free size <= 128)")
+    if nfree > LIMITS["moving_fmax"]:
+        raise fail("matmul-limit", f"moving tile {m.shape} has free size {nfree}", call, "moving <= 128x512 (free size <= 512)")
+    return s, m, k, mfree, nfree
+
+
+def nc_matmul(dst: Any = None, stationary: Any = None, moving: Any = None, *, is_stationary_onezero: bool = False,
+              is_moving_onezero: bool = False, is_transpose: bool = False, accumulate: bool | None = None,
+              tile_position: Any = (), tile_size: Any = (), perf_mode: Any = None, mask: Any = None,
+              name: str = "", call: str = "nisa.nc_matmul") -> Tensor | None:
+    """dst = stationary.T @ moving on TensorE: operands in SBUF, fp32 result in PSUM."""
+    s, m, k, mfree, nfree = _matmul_operands(stationary, moving, call)
+    sv = _f32(read(s, "stationary", call)).reshape(k, mfree)
+    mv = _f32(read(m, "moving", call)).reshape(k, nfree)
+    result = sv.T @ mv
+    out = _output(dst, (mfree, nfree), F32, call, buffer="psum", allowed=("psum",))
+    if out.alloc.buffer != "psum":
+        raise fail("buffer", "nc_matmul writes its result to PSUM", call, "matmul result in PSUM")
+    if free_size(out.shape) * out.dtype.itemsize > LIMITS["psum_tile_bytes_per_partition"]:
+        raise fail("psum-tile-limit", f"result {out.shape}", call, "PSUM tile <= 2 KiB per partition")
+    acc = accumulate
+    if acc is None:
+        acc = _style() == "new" and bool(out.written_mask().all())
+    if acc:
+        prev = _f32(read(out, "dst (accumulate)", call))
+        result = prev + result.reshape(prev.shape)
+    _write(out, result.reshape(out.shape), mask)
+    _consume(s, m)
+    idx = record("nc_matmul", "tensor", k, nfree, max(s.dtype.itemsize, m.dtype.itemsize), [s, m] + ([out] if acc else []), [out],
+                 stationary_free=mfree)
+    if _style() == "old":
+        out.from_tensor_engine = True
+        out.producer = idx
+        return out
+    return None
+
+
+def nc_transpose(dst: Any = None, data: Any = None, *, engine: Any = None, mask: Any = None, dtype: Any = None,
+                 name: str = "", call: str = "nisa.nc_transpose") -> Tensor | None:
+    """Swap the partition and free axes of a 2-D tile (TensorE, or VectorE for <= 32x32)."""
+    t = _on_chip(data, "data", call)
+    if t.ndim != 2:
+        raise fail("shape-mismatch", f"nc_transpose needs a 2-D tile, got {t.shape}", call)
+    p, f = t.shape
+    eng = _engine(engine, "tensor", ("tensor", "vector"), call)
+    if eng == "tensor":
+        if t.alloc.buffer != "sbuf":
+            raise fail("buffer", "TensorE transpose reads SBUF", call)
+        if p > 128 or f > 128:
+            raise fail("matmul-limit", f"TensorE transpose of {t.shape}", call, "transpose tile <= 128x128")
+    elif p > 32 or f > 32:
+        raise fail("transpose-limit", f"VectorE transpose of {t.shape}", call, "VectorE transpose <= 32x32")
+    values = _f32(read(t, "data", call)).T
+    out = _output(dst, (f, p), dtype or (F32 if eng == "tensor" else t.dtype), call,
+                  buffer="psum" if eng == "tensor" else "sbuf",
+                  allowed=("psum",) if eng == "tensor" else ("sbuf", "psum"))
+    _write(out, values, mask)
+    _consume(t)
+    idx = record("nc_transpose", eng, p, f if eng == "vector" else p, t.dtype.itemsize, [t], [out],
+                 **({"stationary_free": f} if eng == "tensor" else {}))
+    if out.fresh:
+        out.from_tensor_engine = eng == "tensor"
+        out.producer = idx
+        return out
+    return None
+
+
+# ---------------------------------------------------------------------------- Vector/Scalar/GpSimd
+def _elementwise_shape(a: Tensor, b: Tensor, call: str) -> tuple[int, ...]:
+    if a.shape[0] != b.shape[0] or free_size(a.shape) != free_size(b.shape):
+        raise fail("shape-mismatch", f"data1 {a.shape} and data2 {b.shape} must have the same partitions and elements per partition", call)
+    return a.shape
+
+
+def tensor_tensor(dst: Any = None, data1: Any = None, data2: Any = None, op: Any = None, *, engine: Any = None,
+                  dtype: Any = None, mask: Any = None, name: str = "", call: str = "nisa.tensor_tensor") -> Tensor | None:
+    a = _on_chip(data1, "data1", call)
+    b = _on_chip(data2, "data2", call)
+    if a.alloc.buffer == "psum" and b.alloc.buffer == "psum":
+        raise fail("buffer", "data1 and data2 are both in PSUM; at most one tensor_tensor input may be in PSUM", call)
+    o = binop(op, call)
+    shape = _elementwise_shape(a, b, call)
+    eng = _engine(engine, "gpsimd" if o.name == "power" else "vector", ("vector", "gpsimd"), call)
+    with np.errstate(all="ignore"):
+        values = o.fn(_f32(read(a, "data1", call, mask)), _f32(read(b, "data2", call, mask)).reshape(shape))
+    out = _output(dst, shape, dtype or _wider(a, b), call)
+    _write(out, values, mask)
+    _consume(a, b)
+    record("tensor_tensor", eng, shape[0], free_size(shape), _dtype_bytes(a, b, out), [a, b], [out], op=o.name)
+    return out if out.fresh else None
+
+
+def _wider(a: Tensor, b: Tensor) -> np.dtype:
+    return a.dtype if a.dtype.itemsize >= b.dtype.itemsize else b.dtype
+
+
+def tensor_scalar(dst: Any = None, data: Any = None, op0: Any = None, operand0: Any = None, reverse0: bool = False,
+                  op1: Any = None, operand1: Any = None, reverse1: bool = False, *, engine: Any = None, dtype: Any = None,
+                  mask: Any = None, name: str = "", call: str = "nisa.tensor_scalar") -> Tensor | None:
+    t = _on_chip(data, "data", call)
+    p = t.shape[0]
+    eng = _engine(engine, "vector", ("vector", "scalar", "gpsimd"), call)
+    x = _f32(read(t, "data", call, mask))
+    with np.errstate(all="ignore"):
+        v0, t0 = _operand(operand0, p, "operand0", call)
+        o0 = binop(op0, call)
+        x = o0.fn(_bcast_free(v0, x.shape), x) if reverse0 else o0.fn(x, _bcast_free(v0, x.shape))
+        t1 = None
+        if op1 is not None:
+            v1, t1 = _operand(operand1, p, "operand1", call)
+            o1 = binop(op1, call)
+            x = o1.fn(_bcast_free(v1, x.shape), x) if reverse1 else o1.fn(x, _bcast_free(v1, x.shape))
+    out = _output(dst, t.shape, dtype or t.dtype, call)
+    _write(out, x, mask)
+    _consume(t, t0, t1)
+    record("tensor_scalar", eng, p, free_size(t.shape), _dtype_bytes(t, out), [t] + [z for z in (t0, t1) if z is not None], [out])
+    return out if out.fresh else None
+
+
+def scalar_tensor_tensor(dst: Any = None, data: Any = None, op0: Any = None, operand0: Any = None, op1: Any = None,
+                         operand1: Any = None, *, reverse0: bool = False, reverse1: bool = False, engine: Any = None,
+                         dtype: Any = None, mask: Any = None, name: str = "", call: str = "nisa.scalar_tensor_tensor") -> Tensor | None:
+    """(data op0 operand0) op1 operand1 in one VectorE pass; operand1 is a full tile."""
+    t = _on_chip(data, "data", call)
+    b = _on_chip(operand1, "operand1", call)
+    shape = _elementwise_shape(t, b, call)
+    v0, t0 = _operand(operand0, t.shape[0], "operand0", call)
+    with np.errstate(all="ignore"):
+        x = _f32(read(t, "data", call, mask))
+        o0, o1 = binop(op0, call), binop(op1, call)
+        x = o0.fn(_bcast_free(v0, x.shape), x) if reverse0 else o0.fn(x, _bcast_free(v0, x.shape))
+        y = _f32(read(b, "operand1", call, mask)).reshape(x.shape)
+        x = o1.fn(y, x) if reverse1 else o1.fn(x, y)
+    out = _output(dst, shape, dtype or t.dtype, call)
+    _write(out, x, mask)
+    _consume(t, b, t0)
+    record("scalar_tensor_tensor", "vector", shape[0], free_size(shape), _dtype_bytes(t, b, out), [t, b] + ([t0] if t0 is not None else []), [out])
+    return out if out.fresh else None
+
+
+def _free_axes(axis: Any, ndim: int, call: str) -> tuple[int, ...]:
+    if axis is None:
+        raise fail("reduce-axis", "give axis= (free axes only, e.g. axis=1)", call)
+    axes = tuple(a % ndim for a in (axis if isinstance(axis, (tuple, list)) else (axis,)))
+    if 0 in axes:
+        raise fail("reduce-axis", "reduction along the partition axis (axis 0) is not supported on VectorE; use "
+                   "nisa.tensor_partition_reduce or a matmul with a ones vector", call, "reduce over free axes only")
+    return axes
+
+
+def tensor_reduce(dst: Any = None, op: Any = None, data: Any = None, axis: Any = None, *, negate: bool = False,
+                  keepdims: bool = False, dtype: Any = None, mask: Any = None, name: str = "",
+                  call: str = "nisa.tensor_reduce") -> Tensor | None:
+    t = _on_chip(data, "data", call)
+    name_ = redop(op, call)
+    axes = _free_axes(axis, t.ndim, call)
+    x = _f32(read(t, "data", call, mask))
+    values = REDUCE[name_](x, axis=axes, keepdims=True).astype(np.float32)
+    if negate:
+        values = -values
+    shape = values.shape if keepdims or _style() == "new" else tuple(s for i, s in enumerate(values.shape) if i not in axes)
+    if _style() == "new" and dst is not None and isinstance(dst, Tensor):
+        shape = dst.shape if free_size(dst.shape) == free_size(values.shape) else shape
+    out = _output(dst, shape if len(shape) else (t.shape[0], 1), dtype or t.dtype, call)
+    _write(out, values.reshape(out.shape), None)
+    _consume(t)
+    record("tensor_reduce", "vector", t.shape[0], free_size(t.shape), _dtype_bytes(t), [t], [out], op=name_)
+    return out if out.fresh else None
+
+
+def tensor_partition_reduce(dst: Any = None, op: Any = None, data: Any = None, *, dtype: Any = None, mask: Any = None,
+                            name: str = "", call: str = "nisa.tensor_partition_reduce") -> Tensor | None:
+    t = _on_chip(data, "data", call)
+    name_ = redop(op, call)
+    values = REDUCE[name_](_f32(read(t, "data", call)), axis=0, keepdims=True).astype(np.float32)
+    out = _output(dst, values.shape, dtype or t.dtype, call)
+    _write(out, values, mask)
+    _consume(t)
+    record("tensor_partition_reduce", "gpsimd", t.shape[0], free_size(t.shape), _dtype_bytes(t), [t], [out], op=name_)
+    return out if out.fresh else None
+
+
+def activation(dst: Any = None, op: Any = None, data: Any = None, bias: Any = None, scale: Any = 1.0, *,
+               reduce_op: Any = None, reduce_res: Any = None, reduce_cmd: Any = None, dtype: Any = None, mask: Any = None,
+               name: str = "", call: str = "nisa.activation") -> Tensor | None:
+    """op(data * scale + bias) on ScalarE; optionally also reduce the result along the free axes."""
+    t = _on_chip(data, "data", call)
+    f = unop(op, call)
+    p = t.shape[0]
+    x = _f32(read(t, "data", call, mask))
+    sc, st = _operand(scale, p, "scale", call)
+    reads = [t] + ([st] if st is not None else [])
+    with np.errstate(all="ignore"):
+        x = x * _bcast_free(sc, x.shape)
+        if bias is not None:
+            bv, bt = _operand(bias, p, "bias", call)
+            x = x + _bcast_free(bv, x.shape)
+            if bt is not None:
+                reads.append(bt)
+        y = f.fn(x).astype(np.float32)
+    out = _output(dst, t.shape, dtype or t.dtype, call)
+    _write(out, y, mask)
+    writes = [out]
+    if reduce_res is not None:
+        r = _on_chip(reduce_res, "reduce_res", call)
+        rname = redop(reduce_op if reduce_op is not None else "add", call)
+        if r.shape[0] != p or free_size(r.shape) != 1:
+            raise fail("shape-mismatch", f"reduce_res must be ({p}, 1), got {r.shape}", call)
+        r.store(REDUCE[rname](y.reshape(p, -1), axis=1, keepdims=True).reshape(r.shape))
+        writes.append(r)
+    _consume(*reads)
+    record("activation", "scalar", p, free_size(t.shape), _dtype_bytes(t, out), reads, writes, func=f.name)
+    return out if out.fresh else None
+
+
+def activation_reduce(dst: Any = None, op: Any = None, data: Any = None, *, reduce_op: Any = None, reduce_res: Any = None,
+                      bias: Any = None, scale: Any = 1.0, dtype: Any = None, mask: Any = None, name: str = "",
+                      call: str = "nisa.activation_reduce") -> Tensor | None:
+    if reduce_res is None:
+        raise fail("missing-operand", "activation_reduce needs reduce_res=<(P,1) tile>", call)
+    return activation(dst, op, data, bias, scale, reduce_op=reduce_op, reduce_res=reduce_res, dtype=dtype, mask=mask, call=call)
+
+
+def tensor_copy(dst: Any = None, src: Any = None, *, engine: Any = None, dtype: Any = None, mask: Any = None,
+                name: str = "", call: str = "nisa.tensor_copy") -> Tensor | None:
+    t = _on_chip(src, "src", call)
+    eng = _engine(engine, "vector", ("vector", "scalar", "gpsimd"), call)
+    if eng == "gpsimd" and (t.alloc.buffer == "psum" or (isinstance(dst, Tensor) and dst.alloc.buffer == "psum")):
+        raise fail("buffer", "GpSimdE cannot access PSUM", call)
+    values = read(t, "src", call, mask)
+    out = _output(dst, t.shape, dtype or t.dtype, call)
+    _write(out, _f32(values) if values.dtype != out.dtype else values, mask)
+    _consume(t)
+    record("tensor_copy", eng, t.shape[0], free_size(t.shape), _dtype_bytes(t, out), [t], [out])
+    return out if out.fresh else None
+
+
+def reciprocal(dst: Any = None, data: Any = None, *, dtype: Any = None, mask: Any = None, name: str = "",
+               call: str = "nisa.reciprocal") -> Tensor | None:
+    t = _on_chip(data, "data", call)
+    with np.errstate(all="ignore"):
+        values = np.divide(1.0, _f32(read(t, "data", call, mask)), dtype=np.float32)
+    out = _output(dst, t.shape, dtype or t.dtype, call)
+    _write(out, values, mask)
+    _consume(t)
+    record("reciprocal", "vector", t.shape[0], free_size(t.shape), _dtype_bytes(t, out), [t], [out])
+    return out if out.fresh else None
+
+
+def memset(dst: Any = None, value: Any = 0.0, dtype: Any = None, *, shape: Any = None, engine: Any = None,
+           mask: Any = None, name: str = "", call: str = "nisa.memset") -> Tensor | None:
+    if shape is not None:  # older API: allocate a new tile of this shape
+        out = _output(None, tuple(shape), dtype or F32, call)
+    else:
+        out = _output(dst, core.require_tensor(dst, "dst", call).shape, None, call)
+    if not isinstance(value, (int, float, np.integer, np.floating)):
+        raise fail("bad-operand", "memset value must be a number", call)
+    eng = _engine(engine, "vector", ("vector", "gpsimd"), call)
+    _write(out, np.full(out.shape, float(value), dtype=np.float32), mask)
+    record("memset", eng, out.shape[0], free_size(out.shape), out.dtype.itemsize, [], [out])
+    return out if out.fresh else None
+
+
+def iota(dst: Any = None, expr: Any = None, dtype: Any = None, *, mask: Any = None, name: str = "",
+         call: str = "nisa.iota") -> Tensor | None:
+    """Fill a tile with an integer index expression built from nl.arange / nl.mgrid (GpSimdE)."""
+    values = np.asarray(expr)
+    if values.dtype.kind not in "iu":
+        raise fail("bad-operand", "iota needs an integer index expression (nl.arange / nl.mgrid arithmetic)", call)
+    if values.ndim == 1:
+        values = values[:, None]
+    shape = dst.shape if isinstance(dst, Tensor) else values.shape
+    values = np.broadcast_to(values, shape)
+    out = _output(dst, shape, dtype or np.int32, call)
+    _write(out, values.astype(np.float64), mask)
+    record("iota", "gpsimd", shape[0], free_size(shape), out.dtype.itemsize, [], [out])
+    return out if out.fresh else None
+
+
+FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "dma_copy": dma_copy,
+    "nc_matmul": nc_matmul,
+    "nc_transpose": nc_transpose,
+    "tensor_tensor": tensor_tensor,
+    "tensor_scalar": tensor_scalar,
+    "scalar_tensor_tensor": scalar_tensor_tensor,
+    "tensor_reduce": tensor_reduce,
+    "tensor_partition_reduce": tensor_partition_reduce,
+    "activation": activation,
+    "activation_reduce": activation_reduce,
+    "tensor_copy": tensor_copy,
+    "reciprocal": reciprocal,
+    "memset": memset,
+    "iota": iota,
+}
+
+
+# ---------------------------------------------------------------------------- older API forms
+# neuronxcc.nki's instructions take no dst and return a new tile; these adapters give them
+# their older signatures and route to the shared implementations above.
+def _old_nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
+                   mask=None, **kw):
+    return nc_matmul(None, stationary, moving, is_transpose=is_transpose, mask=mask)
+
+
+def _old_nc_transpose(data, *, engine=None, mask=None, dtype=None, **kw):
+    return nc_transpose(None, data, engine=engine, mask=mask, dtype=dtype)
+
+
+def _old_tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=None, **kw):
+    return tensor_tensor(None, data1, data2, op, dtype=dtype, mask=mask, engine=engine)
+
+
+def _old_tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *, dtype=None,
+                       mask=None, engine=None, **kw):
+    return tensor_scalar(None, data, op0, operand0, reverse0, op1, operand1, reverse1, dtype=dtype, mask=mask, engine=engine)
+
+
+def _old_scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None,
+                              mask=None, **kw):
+    return scalar_tensor_tensor(None, data, op0, operand0, op1, operand1, reverse0=reverse0, reverse1=reverse1,
+                                dtype=dtype, mask=mask)
+
+
+def _old_activation(op, data, bias=None, scale=1.0, *, reduce_op=None, reduce_res=None, dtype=None, mask=None, **kw):
+    return activation(None, op, data, bias, scale, reduce_op=reduce_op, reduce_res=reduce_res, dtype=dtype, mask=mask)
+
+
+def _old_activation_reduce(op, data, *, reduce_op=None, reduce_res=None, bias=None, scale=1.0, dtype=None, mask=None, **kw):
+    return activation_reduce(None, op, data, reduce_op=reduce_op, reduce_res=reduce_res, bias=bias, scale=scale,
+                             dtype=dtype, mask=mask)
+
+
+def _old_tensor_reduce(op, data, axis, *, dtype=None, negate=False, keepdims=False, mask=None, **kw):
+    return tensor_reduce(None, op, data, axis, negate=negate, keepdims=keepdims, dtype=dtype, mask=mask)
+
+
+def _old_tensor_partition_reduce(op, data, *, dtype=None, mask=None, **kw):
+    return tensor_partition_reduce(None, op, data, dtype=dtype, mask=mask)
+
+
+def _old_tensor_copy(src, *, dtype=None, engine=None, mask=None, **kw):
+    return tensor_copy(None, src, dtype=dtype, engine=engine, mask=mask)
+
+
+def _old_reciprocal(data, *, dtype=None, mask=None, **kw):
+    return reciprocal(None, data, dtype=dtype, mask=mask)
+
+
+def _old_memset(shape, value, dtype=None, *, mask=None, engine=None, **kw):
+    return memset(None, value, dtype, shape=shape, mask=mask, engine=engine)
+
+
+def _old_iota(expr, dtype=None, *, mask=None, **kw):
+    return iota(None, expr, dtype, mask=mask)
+
+
+def _old_dma_copy(*, dst, src, mask=None, dge_mode=None, **kw):
+    return dma_copy(dst, src, mask=mask)
+
+
+OLD_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "dma_copy": _old_dma_copy,
+    "nc_matmul": _old_nc_matmul,
+    "nc_transpose": _old_nc_transpose,
+    "tensor_tensor": _old_tensor_tensor,
+    "tensor_scalar": _old_tensor_scalar,
+    "scalar_tensor_tensor": _old_scalar_tensor_tensor,
+    "tensor_reduce": _old_tensor_reduce,
+    "tensor_partition_reduce": _old_tensor_partition_reduce,
+    "activation": _old_activation,
+    "activation_reduce": _old_activation_reduce,
+    "tensor_copy": _old_tensor_copy,
+    "reciprocal": _old_reciprocal,
+    "memset": _old_memset,
+    "iota": _old_iota,
+}

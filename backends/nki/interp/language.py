@@ -1,0 +1,427 @@
+"""``nki.language`` (``nl``): allocation, loops, indexing helpers, and the older functional API.
+
+Both API styles share allocation (``nl.ndarray``/``nl.zeros``), dtypes, buffers, loop
+ranges and index helpers. The functional calls (``nl.load``, ``nl.store``, ``nl.matmul``,
+``nl.exp(x)``, ``nl.sum``, tile arithmetic) belong to the older ``neuronxcc.nki`` API;
+under ``import nki`` they are rejected with a message naming the ``nisa`` replacement.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import numpy as np
+
+from autocomp.backends.nki.interp import core, isa
+from autocomp.backends.nki.interp.core import STATE, BufferKind, Tensor, fail, free_size, read, record
+
+# ---------------------------------------------------------------------------- constants
+sbuf = BufferKind("sbuf")
+psum = BufferKind("psum")
+hbm = BufferKind("hbm")
+shared_hbm = BufferKind("shared_hbm")
+private_hbm = BufferKind("private_hbm")
+
+
+class tile_size:  # noqa: N801 - mirrors nl.tile_size
+    pmax = 128
+    psum_fmax = 512
+    gemm_stationary_fmax = 128
+    gemm_moving_fmax = 512
+    bn_stats_fmax = 512
+    psum_num_banks = 8
+
+
+def par_dim(n: int) -> int:
+    """Marks the partition dimension in a shape; the interpreter treats axis 0 as partition."""
+    return int(n)
+
+
+def ds(start: int, size: int) -> slice:
+    """A dynamic slice ``start : start + size``."""
+    return slice(int(start), int(start) + int(size))
+
+
+def arange(*args: int) -> np.ndarray:
+    """Integer index vector for affine index expressions (``nl.arange(128)[:, None]``)."""
+    return np.arange(*args, dtype=np.int64)
+
+
+class _Grid(tuple):
+    @property
+    def p(self) -> np.ndarray:
+        return self[0]
+
+    @property
+    def x(self) -> np.ndarray:
+        return self[1]
+
+    @property
+    def y(self) -> np.ndarray:
+        return self[2]
+
+
+class _MGrid:
+    def __getitem__(self, key: Any) -> _Grid:
+        key = key if isinstance(key, tuple) else (key,)
+        return _Grid(np.mgrid[key].astype(np.int64)) if len(key) > 1 else _Grid((np.mgrid[key].astype(np.int64),))
+
+
+mgrid = _MGrid()
+
+
+# ---------------------------------------------------------------------------- loops
+class _Range:
+    """A loop range. ``affine_range`` bodies must not depend on each other: when the harness
+    asks, the interpreter runs them in reverse to expose loop-carried dependencies."""
+
+    def __init__(self, kind: str, args: tuple[int, ...]) -> None:
+        if not args or len(args) > 3 or not all(isinstance(a, (int, np.integer)) for a in args):
+            raise fail("bad-range", f"nl.{kind} needs 1 to 3 integer arguments (start, stop, step), got {args!r}")
+        self.kind = kind
+        self.values = range(*[int(a) for a in args])
+
+    def __iter__(self) -> Iterator[int]:
+        if self.kind == "affine_range" and STATE.reverse_affine:
+            return iter(reversed(self.values))
+        return iter(self.values)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+def affine_range(*args: int, **kw: Any) -> _Range:
+    return _Range("affine_range", args)
+
+
+def sequential_range(*args: int, **kw: Any) -> _Range:
+    return _Range("sequential_range", args)
+
+
+def static_range(*args: int, **kw: Any) -> _Range:
+    return _Range("static_range", args)
+
+
+def program_id(axis: int = 0) -> int:
+    ids = STATE.program_ids or (0,)
+    if axis >= len(ids):
+        return 0
+    return ids[axis]
+
+
+def num_programs(axis: int = 0) -> int:
+    grid = STATE.grid or (1,)
+    return grid[axis] if axis < len(grid) else 1
+
+
+def program_ndim() -> int:
+    return len(STATE.grid)
+
+
+# ---------------------------------------------------------------------------- allocation
+def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", **kw: Any) -> Tensor:
+    """A new uninitialised tensor (NaN until written)."""
+    return core.new_tensor(shape, dtype, buffer if buffer is not None else sbuf, name=name, call="nl.ndarray")
+
+
+def _filled(shape: Any, value: float, dtype: Any, buffer: Any, name: str, call: str) -> Tensor:
+    t = core.new_tensor(shape, dtype, buffer if buffer is not None else sbuf, name=name, call=call)
+    t.store(np.full(t.shape, value, dtype=np.float64))
+    engine = "dma" if t.is_hbm else "vector"
+    record("memset", engine, t.shape[0], free_size(t.shape), t.dtype.itemsize, [], [t],
+           **({"bytes": int(t.data.size * t.dtype.itemsize), "chunk_bytes": int(t.data.size * t.dtype.itemsize)} if t.is_hbm else {}))
+    return t
+
+
+def zeros(shape: Any, dtype: Any, buffer: Any = None, name: str = "", **kw: Any) -> Tensor:
+    return _filled(shape, 0.0, dtype, buffer, name, "nl.zeros")
+
+
+def ones(shape: Any, dtype: Any, buffer: Any = None, name: str = "", **kw: Any) -> Tensor:
+    return _filled(shape, 1.0, dtype, buffer, name, "nl.ones")
+
+
+def full(shape: Any, fill_value: float, dtype: Any, buffer: Any = None, name: str = "", **kw: Any) -> Tensor:
+    return _filled(shape, float(fill_value), dtype, buffer, name, "nl.full")
+
+
+def zeros_like(t: Tensor, dtype: Any = None, buffer: Any = None, name: str = "", **kw: Any) -> Tensor:
+    return zeros(t.shape, dtype or t.dtype, buffer or t.buffer, name)
+
+
+def ndarray_like(t: Tensor, dtype: Any = None, buffer: Any = None, name: str = "", **kw: Any) -> Tensor:
+    return ndarray(t.shape, dtype or t.dtype, buffer or t.buffer, name)
+
+
+empty_like = ndarray_like
+
+
+# ---------------------------------------------------------------------------- older API: data movement
+def _older(call: str, replacement: str) -> None:
+    if STATE.style == "new":
+        raise fail("mixed-api", f"{call} belongs to the older neuronxcc.nki API; with `import nki` use {replacement}",
+                   call, static=True)
+
+
+def load(src: Tensor, mask: Any = None, dtype: Any = None, **kw: Any) -> Tensor:
+    """HBM → new SBUF tile (one DMA)."""
+    _older("nl.load", "nisa.dma_copy(dst=sbuf_tile, src=hbm_view)")
+    src = core.require_tensor(src, "src", "nl.load")
+    if not src.is_hbm:
+        raise fail("bad-operand", f"nl.load reads HBM, but src is in {src.alloc.buffer}", "nl.load")
+    out = core.new_tensor(src.shape, dtype or src.dtype, sbuf, call="nl.load")
+    isa.dma_copy(out, src, mask=None, call="nl.load") if mask is None else _masked_dma(out, src, mask, "nl.load")
+    out.fresh = True
+    return out
+
+
+def load_transpose2d(src: Tensor, mask: Any = None, dtype: Any = None, **kw: Any) -> Tensor:
+    """HBM (P, F) → SBUF (F, P) through a transposing DMA (element-granular, slow)."""
+    _older("nl.load_transpose2d", "nisa.dma_copy + nisa.nc_transpose")
+    src = core.require_tensor(src, "src", "nl.load_transpose2d")
+    if not src.is_hbm or src.ndim != 2:
+        raise fail("bad-operand", "nl.load_transpose2d reads a 2-D HBM view", "nl.load_transpose2d")
+    out = core.new_tensor((src.shape[1], src.shape[0]), dtype or src.dtype, sbuf, call="nl.load_transpose2d")
+    isa.dma_copy(out, src, call="nl.load_transpose2d", transpose=True)
+    return out
+
+
+def store(dst: Tensor, value: Any, mask: Any = None, **kw: Any) -> None:
+    """SBUF tile → HBM (one DMA)."""
+    _older("nl.store", "nisa.dma_copy(dst=hbm_view, src=sbuf_tile)")
+    dst = core.require_tensor(dst, "dst", "nl.store")
+    if not dst.is_hbm:
+        raise fail("bad-operand", f"nl.store writes HBM, but dst is in {dst.alloc.buffer}", "nl.store")
+    value = core.require_tensor(value, "value", "nl.store")
+    if mask is None:
+        isa.dma_copy(dst, value, call="nl.store")
+    else:
+        _masked_dma(dst, value, mask, "nl.store")
+
+
+def _masked_dma(dst: Tensor, src: Tensor, mask: Any, call: str) -> None:
+    if STATE.style != "new":
+        saved, STATE.style = STATE.style, "old"
+        try:
+            isa.dma_copy(dst, src, mask=mask, call=call)
+        finally:
+            STATE.style = saved
+
+
+# ---------------------------------------------------------------------------- older API: compute
+def _fresh_result(values: np.ndarray, dtype: Any, buffer: str = "sbuf", call: str = "") -> Tensor:
+    out = core.new_tensor(values.shape, dtype, buffer, call=call, count=buffer != "psum")
+    out.store(values)
+    out.fresh = True
+    return out
+
+
+def _as_tile(x: Any, what: str, call: str) -> Tensor:
+    t = core.require_tensor(x, what, call)
+    if t.is_hbm:
+        raise fail("compute-on-hbm", f"{what} is an HBM tensor; load it into SBUF first (nl.load)", call, "no compute directly on HBM")
+    return t
+
+
+def _binary(name: str, x: Any, y: Any, dtype: Any = None, mask: Any = None, **kw: Any) -> Tensor:
+    call = f"nl.{name}"
+    _older(call, "nisa.tensor_tensor / nisa.tensor_scalar with dst=")
+    op = isa.BINARY[name]
+    tx, ty = isinstance(x, Tensor), isinstance(y, Tensor)
+    if not tx and not ty:
+        raise fail("bad-operand", f"{call} needs at least one tile operand", call)
+    if tx and ty:
+        a, b = _as_tile(x, "x", call), _as_tile(y, "y", call)
+        if a.shape[0] != b.shape[0]:
+            raise fail("partition-broadcast", f"operands {a.shape} and {b.shape} differ in the partition dimension; "
+                       "broadcast along partitions explicitly (tile.broadcast_to) or use a matmul", call,
+                       "elementwise operands share the partition dimension")
+        av, bv = isa._f32(read(a, "x", call, mask)), isa._f32(read(b, "y", call, mask))
+        try:
+            shape = np.broadcast_shapes(av.shape, bv.shape)
+        except ValueError:
+            raise fail("shape-mismatch", f"operands {a.shape} and {b.shape} do not broadcast", call) from None
+        with np.errstate(all="ignore"):
+            values = op(av, bv)
+        engine = "gpsimd" if name == "power" else "vector"
+        kind = "tensor_tensor" if av.shape == bv.shape else "tensor_scalar"
+        out = _fresh_result(values, dtype or isa._wider(a, b), call=call)
+        isa._consume(a, b)
+        record(kind, engine, shape[0], free_size(shape), isa._dtype_bytes(a, b, out), [a, b], [out], op=name)
+        return out
+    t = _as_tile(x if tx else y, "x" if tx else "y", call)
+    s = float(y if tx else x)
+    v = isa._f32(read(t, "x", call, mask))
+    with np.errstate(all="ignore"):
+        values = op(v, s) if tx else op(s, v)
+    out = _fresh_result(values, dtype or t.dtype, call=call)
+    isa._consume(t)
+    record("tensor_scalar", "gpsimd" if name == "power" else "vector", t.shape[0], free_size(t.shape),
+           isa._dtype_bytes(t, out), [t], [out], op=name)
+    return out
+
+
+def _unary(name: str, x: Any, dtype: Any = None, mask: Any = None, **kw: Any) -> Tensor:
+    call = f"nl.{name}"
+    _older(call, f"nisa.activation(dst=..., op=nl.{name}, data=...)")
+    t = _as_tile(x, "x", call)
+    fn, engine = isa.UNARY[name]
+    with np.errstate(all="ignore"):
+        values = fn(isa._f32(read(t, "x", call, mask))).astype(np.float32)
+    out = _fresh_result(values, dtype or t.dtype, call=call)
+    isa._consume(t)
+    if engine == "scalar":
+        record("activation", "scalar", t.shape[0], free_size(t.shape), isa._dtype_bytes(t, out), [t], [out], func=name)
+    else:
+        record("tensor_scalar", "vector", t.shape[0], free_size(t.shape), isa._dtype_bytes(t, out), [t], [out], op=name)
+    return out
+
+
+def _reduce(name: str, x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, mask: Any = None,
+            **kw: Any) -> Tensor:
+    call = f"nl.{name}"
+    _older(call, "nisa.tensor_reduce(dst=..., op=..., data=..., axis=...)")
+    t = _as_tile(x, "x", call)
+    axes = isa._free_axes(axis, t.ndim, call)
+    v = isa._f32(read(t, "x", call, mask))
+    if name == "mean":
+        values = np.mean(v, axis=axes, keepdims=True, dtype=np.float32)
+        op = "add"
+    else:
+        op = isa._REDUCE_ALIASES.get(name, name)
+        values = isa.REDUCE[op](v, axis=axes, keepdims=True).astype(np.float32)
+    if not keepdims:
+        values = values.reshape(tuple(s for i, s in enumerate(values.shape) if i not in axes))
+    out = _fresh_result(values if values.ndim else values.reshape(1), dtype or t.dtype, call=call)
+    isa._consume(t)
+    record("tensor_reduce", "vector", t.shape[0], free_size(t.shape), isa._dtype_bytes(t), [t], [out], op=op)
+    return out
+
+
+def matmul(x: Any, y: Any, transpose_x: bool = False, mask: Any = None, **kw: Any) -> Tensor:
+    """x @ y (or x.T @ y with transpose_x=True) into PSUM; without transpose_x the compiler
+    first transposes x on TensorE, which the trace records as its own instruction."""
+    _older("nl.matmul", "nisa.nc_matmul(dst=psum_tile, stationary=..., moving=...)")
+    x = _as_tile(x, "x", "nl.matmul")
+    if not transpose_x:
+        if x.ndim != 2:
+            raise fail("shape-mismatch", f"nl.matmul x must be 2-D, got {x.shape}", "nl.matmul")
+        xt = isa.nc_transpose(None, x, call="nl.matmul (transpose of x)")
+        xs = _fresh_result(read(xt, "x", "nl.matmul"), x.dtype, call="nl.matmul")
+        record("tensor_copy", "vector", xs.shape[0], free_size(xs.shape), 4, [xt], [xs])
+        x = xs
+    return isa.nc_matmul(None, x, y, mask=mask, call="nl.matmul")
+
+
+def transpose(x: Any, dtype: Any = None, mask: Any = None, **kw: Any) -> Tensor:
+    _older("nl.transpose", "nisa.nc_transpose(dst=..., data=...)")
+    return isa.nc_transpose(None, x, dtype=dtype, mask=mask, call="nl.transpose")
+
+
+def copy(x: Any, dtype: Any = None, mask: Any = None, **kw: Any) -> Tensor:
+    _older("nl.copy", "nisa.tensor_copy(dst=..., src=...)")
+    return isa.tensor_copy(None, x, dtype=dtype, mask=mask, call="nl.copy")
+
+
+def broadcast_to(x: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """Materialise a broadcast: along the partition axis on GpSimdE, along free axes on VectorE."""
+    call = "broadcast_to"
+    t = _as_tile(x, "x", call)
+    shape = tuple(int(s) for s in shape)
+    v = read(t, "x", call)
+    try:
+        values = np.broadcast_to(v, shape)
+    except ValueError:
+        raise fail("shape-mismatch", f"cannot broadcast {t.shape} to {shape}", call) from None
+    if shape[0] > core.LIMITS["pmax"]:
+        raise fail("partition-limit", f"broadcast to {shape}", call, "partition dimension <= 128")
+    out = _fresh_result(np.array(values), t.dtype, call=call)
+    engine = "gpsimd" if t.shape[0] != shape[0] else "vector"
+    isa._consume(t)
+    record("tensor_copy", engine, shape[0], free_size(shape), t.dtype.itemsize, [t], [out])
+    return out
+
+
+def _setitem(target: Tensor, key: Any, value: Any) -> None:
+    """``tile[...] = value``: names an instruction's result (free) or copies a tile (VectorE)."""
+    view = target[key]
+    if view.is_hbm:
+        raise fail("hbm-assign", "cannot assign into an HBM tensor with []=; use nl.store / nisa.dma_copy", "tensor[...] =")
+    if isinstance(value, Tensor):
+        src = _as_tile(value, "value", "tensor[...] =")
+        values = read(src, "value", "tensor[...] =")
+        if values.shape != view.shape and values.size == int(np.prod(view.shape)):
+            values = values.reshape(view.shape)
+        view.store(values)
+        if not (src.fresh and src.alloc.buffer == view.alloc.buffer):
+            record("tensor_copy", "vector", view.shape[0], free_size(view.shape), max(src.dtype.itemsize, view.dtype.itemsize), [src], [view])
+        elif src.producer >= 0:
+            STATE.trace[src.producer].writes += (view.alloc.id,)
+        elif STATE.trace and src.alloc.id in STATE.trace[-1].writes:
+            STATE.trace[-1].writes += (view.alloc.id,)
+        src.fresh = False
+        return
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        view.store(np.full(view.shape, float(value)))
+        record("memset", "vector", view.shape[0], free_size(view.shape), view.dtype.itemsize, [], [view])
+        return
+    raise fail("bad-operand", f"cannot assign a {type(value).__name__} into a tile", "tensor[...] =")
+
+
+def _inplace(name: str, target: Tensor, value: Any) -> Tensor:
+    """``psum_tile += nl.matmul(...)`` accumulates in PSUM for free; other ``op=`` are VectorE ops."""
+    if (name == "add" and isinstance(value, Tensor) and value.fresh and value.from_tensor_engine
+            and target.alloc.buffer == "psum"):
+        prev = isa._f32(read(target, "accumulator", "+="))
+        target.store(prev + isa._f32(value.values()).reshape(prev.shape))
+        instr = STATE.trace[value.producer]
+        instr.writes += (target.alloc.id,)
+        instr.reads += (target.alloc.id,)
+        value.fresh = False
+        return target
+    result = _binary(name, target, value)
+    target.store(read(result, "result", "+=").reshape(target.shape))
+    STATE.trace[-1].writes += (target.alloc.id,)
+    return target
+
+
+core.OPS["binary"] = lambda name, a, b: _binary(name, a, b)
+core.OPS["inplace"] = _inplace
+core.OPS["setitem"] = _setitem
+core.OPS["broadcast_to"] = broadcast_to
+
+
+def _make_ops() -> dict[str, isa.Op]:
+    ops: dict[str, isa.Op] = {}
+    for name, fn in isa.BINARY.items():
+        ops[name] = isa.Op(name, fn, 2, "vector", call=(lambda n: lambda x, y, **kw: _binary(n, x, y, **kw))(name))
+    for name, (fn, engine) in isa.UNARY.items():
+        if name == "copy":
+            ops[name] = isa.Op(name, fn, 1, engine, call=copy)
+        else:
+            ops[name] = isa.Op(name, fn, 1, engine, call=(lambda n: lambda x, **kw: _unary(n, x, **kw))(name))
+    return ops
+
+
+OPS = _make_ops()
+isa.OP_OBJECTS.update(OPS)
+
+REDUCTIONS = {
+    name: (lambda n: lambda x, axis=None, dtype=None, keepdims=False, mask=None, **kw: _reduce(n, x, axis, dtype, keepdims, mask))(name)
+    for name in ("sum", "max", "min", "mean", "prod")
+}
+
+# Names exported by both module styles.
+SHARED = {
+    "sbuf": sbuf, "psum": psum, "hbm": hbm, "shared_hbm": shared_hbm, "private_hbm": private_hbm,
+    "tile_size": tile_size, "par_dim": par_dim, "ds": ds, "arange": arange, "mgrid": mgrid,
+    "affine_range": affine_range, "sequential_range": sequential_range, "static_range": static_range,
+    "program_id": program_id, "num_programs": num_programs, "program_ndim": program_ndim,
+    "ndarray": ndarray, "zeros": zeros, "ones": ones, "full": full, "zeros_like": zeros_like,
+    "ndarray_like": ndarray_like, "empty_like": empty_like,
+}
+
+OLDER_ONLY = {
+    "load": load, "store": store, "load_transpose2d": load_transpose2d, "matmul": matmul,
+    "transpose": transpose, "broadcast_to": broadcast_to, **REDUCTIONS,
+}

@@ -1,0 +1,213 @@
+// Drives code-server in headless Debian Chromium through the Autocomp scenario and saves a
+// screenshot at each step. Started by run.sh, which passes everything through the environment.
+// Each step waits for what a person would see (status bar text, a toast, a diff editor), and
+// fails with a screenshot named after the step when it does not appear in time.
+import { readFileSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+
+const env = (name) => {
+  const value = process.env[name];
+  if (!value) {
+    throw new Error(`drive.mjs: ${name} is not set (run it through uitest/run.sh)`);
+  }
+  return value;
+};
+const URL = env("URL");
+const FILE = env("FILE");
+const LINE = Number(env("LINE"));
+const SHOTS = env("SHOTS");
+const WS_FILE = env("WS_FILE");
+const ORIGINAL = env("ORIGINAL");
+const FINISH_TIMEOUT = Number(process.env.FINISH_TIMEOUT || "600") * 1000;
+const { chromium } = createRequire(import.meta.url)(env("PLAYWRIGHT"));
+
+const browser = await chromium.launch({
+  executablePath: "/usr/bin/chromium",
+  headless: true,
+  args: [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+  ],
+});
+const page = await browser.newPage({ viewport: { width: 1600, height: 1000 } });
+const started = Date.now();
+const say = (text) => console.log(`[uitest ${((Date.now() - started) / 1000).toFixed(1)}s] ${text}`);
+page.on("pageerror", (error) => console.log(`[page error] ${error.message}`));
+
+let shotNumber = 0;
+async function shot(name, what) {
+  shotNumber += 1;
+  const file = join(SHOTS, `${String(shotNumber).padStart(2, "0")}-${name}.png`);
+  await page.screenshot({ path: file });
+  say(`screenshot ${file}: ${what}`);
+  return file;
+}
+
+/** Run `body`; on failure save a screenshot named after the step, then rethrow. */
+async function step(name, body) {
+  say(`step: ${name}`);
+  try {
+    return await body();
+  } catch (error) {
+    await page.screenshot({ path: join(SHOTS, `failed-${name}.png`) }).catch(() => undefined);
+    throw new Error(`step "${name}" failed: ${error.message}`);
+  }
+}
+
+const statusItem = () => page.locator(".statusbar-item", { hasText: /Autocomp \S+: / }).first();
+
+async function statusText() {
+  return ((await statusItem().textContent({ timeout: 1000 }).catch(() => "")) || "").replace(/\s+/g, " ").trim();
+}
+
+async function waitStatus(pattern, timeout, what) {
+  const deadline = Date.now() + timeout;
+  let last = "";
+  while (Date.now() < deadline) {
+    last = await statusText();
+    if (pattern.test(last)) {
+      say(`status bar: ${last}`);
+      return last;
+    }
+    await page.waitForTimeout(250);
+  }
+  throw new Error(`status bar never showed ${what} (last: "${last}")`);
+}
+
+async function runCommand(title) {
+  await page.keyboard.press("F1");
+  const input = page.locator(".quick-input-widget input");
+  await input.waitFor({ state: "visible", timeout: 10000 });
+  await input.fill(`>${title}`);
+  await page.locator(".quick-input-list .monaco-list-row", { hasText: title }).first().waitFor({ timeout: 10000 });
+  await page.keyboard.press("Enter");
+}
+
+/** Choose the quick pick row containing `text` (the pick must be open). */
+async function pick(text) {
+  const input = page.locator(".quick-input-widget input");
+  await input.waitFor({ state: "visible", timeout: 15000 });
+  await input.fill(text);
+  await page.locator(".quick-input-list .monaco-list-row", { hasText: text }).first().waitFor({ timeout: 15000 });
+  await page.keyboard.press("Enter");
+}
+
+async function toast(pattern, timeout) {
+  const loc = page.locator(".notification-toast", { hasText: pattern }).first();
+  await loc.waitFor({ state: "visible", timeout });
+  return ((await loc.textContent()) || "").replace(/\s+/g, " ").trim();
+}
+
+async function clearToasts() {
+  await runCommand("Notifications: Clear All Notifications").catch(() => undefined);
+}
+
+try {
+  await step("open-workbench", async () => {
+    await page.goto(URL);
+    await page.locator(".monaco-workbench").waitFor({ timeout: 90000 });
+    await page.locator(".explorer-folders-view, .explorer-viewlet").first().waitFor({ timeout: 60000 });
+  });
+
+  await step("open-example", async () => {
+    await page.keyboard.press("Control+P");
+    const input = page.locator(".quick-input-widget input");
+    await input.waitFor({ state: "visible", timeout: 10000 });
+    await input.fill(FILE);
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: FILE }).first().waitFor({ timeout: 15000 });
+    await page.keyboard.press("Enter");
+    await page.locator(`.tab[data-resource-name="${FILE}"], .tab:has-text("${FILE}")`).first().waitFor({ timeout: 15000 });
+    await page.locator(".monaco-editor .view-lines").first().waitFor({ timeout: 15000 });
+    // Put the cursor inside the kernel.
+    await page.keyboard.press("Control+G");
+    await page.locator(".quick-input-widget input").fill(`:${LINE}`);
+    await page.keyboard.press("Enter");
+    await page.waitForTimeout(2000); // let the extension activate and the server start
+    await shot("example-open", `the example ${FILE} open, cursor on line ${LINE}`);
+  });
+
+  await step("first-run-progress", async () => {
+    await runCommand("Autocomp: Optimize Kernel");
+    await waitStatus(/optimizing/, 60000, "a running job");
+    await waitStatus(/optimizing .*iter [1-9]/, 180000, "the first iteration under way");
+    await shot("run1-progress", "Optimize Kernel running: progress in the status bar");
+  });
+
+  await step("cancel-first-run", async () => {
+    await statusItem().hover();
+    await page.waitForTimeout(1200);
+    await shot("run1-cancel-tooltip", "the status bar tooltip: state, progress, and 'Click to cancel'");
+    await statusItem().click();
+    await waitStatus(/cancelled/, 60000, "the job cancelled");
+    await toast(/cancelled|stopped/i, 30000);
+    await shot("run1-cancelled", "the first run cancelled from the status bar");
+  });
+
+  await step("second-run-finishes", async () => {
+    await clearToasts();
+    await runCommand("Autocomp: Optimize Kernel");
+    await waitStatus(/optimizing/, 60000, "the second job running");
+    await shot("run2-progress", "second run in progress");
+    await waitStatus(/finished|failed/, FINISH_TIMEOUT, "the second job ended");
+    const text = await statusText();
+    if (!/finished/.test(text)) {
+      throw new Error(`the second run did not finish: ${text}`);
+    }
+    const message = await toast(/Autocomp:/, 30000);
+    say(`toast: ${message}`);
+    await page.waitForTimeout(1000);
+    await shot("run2-applied", "the second run finished; the faster kernel applied in the editor");
+  });
+
+  await step("candidate-diff", async () => {
+    await clearToasts();
+    await runCommand("Autocomp: Show Candidate Diff");
+    await pick("finished");
+    // The candidate pick lists the best (fastest correct) candidate first.
+    const input = page.locator(".quick-input-widget input");
+    await input.waitFor({ state: "visible", timeout: 15000 });
+    await page.locator(".quick-input-list .monaco-list-row").first().waitFor({ timeout: 15000 });
+    await page.waitForTimeout(500);
+    await shot("diff-pick", "the candidate pick: fastest correct first, with metric and plan");
+    await page.keyboard.press("Enter");
+    await page.locator(".monaco-diff-editor").first().waitFor({ timeout: 30000 });
+    await page.waitForTimeout(1500);
+    await shot("candidate-diff", "native diff editor: original kernel vs the best candidate");
+  });
+
+  await step("show-run", async () => {
+    await runCommand("Autocomp: Show Run");
+    await pick("finished");
+    await page.locator("iframe.webview, .webview iframe, iframe").first().waitFor({ timeout: 30000 });
+    await page.waitForTimeout(3000);
+    await shot("run-view", "the run view: candidates with plan, verdict, metric, speedup and the chart");
+  });
+
+  await step("check-applied", async () => {
+    // Bring the example back and save it, so the applied text can be compared on disk.
+    await page.keyboard.press("Control+P");
+    await page.locator(".quick-input-widget input").fill(FILE);
+    await page.locator(".quick-input-list .monaco-list-row", { hasText: FILE }).first().waitFor({ timeout: 15000 });
+    await page.keyboard.press("Enter");
+    await page.waitForTimeout(500);
+    await page.keyboard.press("Control+S");
+    await page.waitForTimeout(1500);
+    const before = readFileSync(ORIGINAL, "utf8");
+    const after = readFileSync(WS_FILE, "utf8");
+    if (before === after) {
+      throw new Error("the example on disk is unchanged after the finished run: no kernel was applied");
+    }
+    writeFileSync(join(SHOTS, "applied-kernel.txt"), after);
+    say(`the applied kernel differs from the original (${before.length} -> ${after.length} chars); saved as applied-kernel.txt`);
+    await shot("applied-saved", "the example saved with the applied kernel");
+  });
+  say("all steps passed");
+} finally {
+  await browser.close();
+}

@@ -1,0 +1,18 @@
+"""Shared fixtures: an isolated store per test, and the environment the real SDKs need to
+talk to the loopback fake LLM."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path, monkeypatch):
+    """Every test gets its own AUTOCOMP_HOME so caches never leak between tests."""
+    home = tmp_path / "autocomp-home"
+    monkeypatch.setenv("AUTOCOMP_HOME", str(home))
+    for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "AUTOCOMP_LLM"):
+        monkeypatch.delenv(var, raising=False)
+    return home
