@@ -50,6 +50,7 @@ class Buffer:
     size_expr: str
     output: bool
     count: int = 0
+    inout: bool = False  # read and written: filled like an input, compared like an output
     low: float = -1.0
     high: float = 1.0
 
@@ -135,7 +136,7 @@ def parse(text: str, path: str = "<cuda file>") -> Annotation | None:
                 if not (size.startswith("[") and size.endswith("]")):
                     raise ValueError("size must be written in brackets, e.g. [rows * cols]")
                 _check_dtype(dtype)
-                buffers.append(Buffer(name, dtype, size[1:-1].strip(), output=key != "input"))
+                buffers.append(Buffer(name, dtype, size[1:-1].strip(), output=key != "input", inout=key == "inout"))
             elif key == "scalar" and len(words) == 4:
                 _check_dtype(words[2])
                 scalars.append(Scalar(words[1], words[2], float(words[3])))

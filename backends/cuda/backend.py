@@ -43,7 +43,9 @@ class CudaBackend(Backend):
     def __init__(self, settings: dict[str, Any] | None = None) -> None:
         super().__init__(settings)
         s = self.settings
-        self.arch = str(s.get("arch", DEFAULT_ARCH))
+        # default: the local GPU's own architecture when there is one, else sm_90 (H100/H200)
+        native = gpu.native_arch() if not s.get("arch") and gpu.gpu_enabled(s.get("gpu")) else None
+        self.arch = str(s.get("arch") or native or DEFAULT_ARCH)
         self.remote_command = str(s.get("remote") or os.environ.get("AUTOCOMP_CUDA_REMOTE") or "").strip()
         self.cache_dir = Path(str(s.get("cache_dir") or default_cache_dir()))
         self._compiler: Compiler | None = None

@@ -163,6 +163,9 @@ def nvcc_version(nvcc: str) -> str:
 
 
 def default_cache_dir() -> Path:
+    """``$AUTOCOMP_CUDA_CACHE``, else ``$AUTOCOMP_HOME/cache/cuda`` (``~/.autocomp``)."""
+    if os.environ.get("AUTOCOMP_CUDA_CACHE"):
+        return Path(os.environ["AUTOCOMP_CUDA_CACHE"])
     home = os.environ.get("AUTOCOMP_HOME") or os.path.join(os.path.expanduser("~"), ".autocomp")
     return Path(home) / "cache" / "cuda"
 
@@ -257,5 +260,6 @@ class Compiler:
 
 def _trim(log: str) -> str:
     """Drop ptxas's per-function chatter from error logs; keep errors and warnings."""
-    keep = [ln for ln in log.splitlines() if not ln.startswith("ptxas info") and not _PROPS.search(ln)]
+    keep = [ln for ln in log.splitlines()
+            if not ln.startswith("ptxas info") and not _PROPS.search(ln) and "detected in the compilation of" not in ln]
     return "\n".join(keep).strip()

@@ -39,3 +39,21 @@ def short_name(name: str) -> str:
         if name.startswith(prefix):
             name = name[len(prefix):]
     return name.strip() or "GPU"
+
+
+@lru_cache(maxsize=1)
+def native_arch() -> str | None:
+    """``sm_90`` for the first visible GPU (from its compute capability), or None."""
+    tool = shutil.which("nvidia-smi")
+    if not tool:
+        return None
+    try:
+        out = subprocess.run([tool, "--query-gpu=compute_cap", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    first = out.stdout.strip().splitlines()[:1]
+    if out.returncode != 0 or not first:
+        return None
+    major, _, minor = first[0].strip().partition(".")
+    return f"sm_{major}{minor or '0'}" if major.isdigit() and (minor or "0").isdigit() else None

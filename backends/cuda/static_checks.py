@@ -90,6 +90,8 @@ TORCH_COMPUTE = {
 }
 # tensor-creating or layout-only torch calls a kernel wrapper legitimately needs
 TORCH_ALLOWED = {"empty", "empty_like", "empty_strided", "zeros", "zeros_like", "tensor", "device", "Size", "is_tensor"}
+# roots whose .exp()/.sqrt()/... are not tensor ops
+NOT_TENSORS = {"self", "math", "cmath", "np", "numpy", "operator", "random", "os", "sys"}
 NN_CONTAINERS = {"Parameter", "ParameterList", "ParameterDict", "Module"}
 REFERENCE_NAMES = {"Model"}
 _IMPORT_RULES = {
@@ -158,6 +160,8 @@ class _PyChecker(ast.NodeVisitor):
     visit_TryStar = visit_Try
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        if node.name in REFERENCE_NAMES:
+            return  # a copy of the reference kept beside ModelNew is the reference, not the candidate
         for base in node.bases:
             name = self._dotted(base)
             if name and name[-1] in REFERENCE_NAMES:
@@ -248,7 +252,7 @@ class _PyChecker(ast.NodeVisitor):
                 if (is_torch or is_functional) and last in TORCH_COMPUTE | {"einsum"} and last not in TORCH_ALLOWED:
                     self.add("torch-op", f"calls `{text}`, a PyTorch op, instead of a CUDA kernel", node)
                 elif isinstance(node.func, ast.Attribute) and last in TORCH_COMPUTE and len(fn) == 2 \
-                        and root not in self.torch_aliases | self.f_aliases | self.extensions | {"self"}:
+                        and root not in self.torch_aliases | self.f_aliases | self.extensions | NOT_TENSORS:
                     self.add("torch-op", f"calls the tensor method `.{last}()`, a PyTorch op, instead of a CUDA kernel", node)
                 elif root == "self" and len(fn) == 2 and fn[1] in self.nn_attrs:
                     self.add("torch-op", f"calls the PyTorch layer `self.{fn[1]}`; use its weights in your own kernel", node)

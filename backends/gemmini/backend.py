@@ -11,6 +11,7 @@ is decided here by comparing the snapshots with the original's (:mod:`.compare`)
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import re
 import shutil
@@ -113,6 +114,11 @@ class GemminiBackend(Backend):
         if not seeds:
             raise BackendError("autocomp.target.gemmini.seeds is empty; give at least one seed, e.g. [1, 2, 3]")
         return seeds
+
+    def cache_identity(self) -> str:
+        """Also covers the model, headers and harness sources: editing any of them changes
+        cycle counts or verdicts, so cached evaluations must not be reused."""
+        return f"{super().cache_identity()}:{_sources_digest()}"
 
     # -- finding kernels -------------------------------------------------------------
     def detect(self, path: str, text: str) -> list[KernelSpan]:
@@ -365,6 +371,27 @@ class GemminiBackend(Backend):
 
 # -- helpers -------------------------------------------------------------------------
 
+_DIGEST: str | None = None
+
+
+def _sources_digest() -> str:
+    """Hash of everything under this package that decides an evaluation's outcome."""
+    global _DIGEST
+    if _DIGEST is None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        h = hashlib.sha256()
+        for folder in (here, os.path.join(here, "sim"), os.path.join(here, "include"), os.path.join(here, "include", "include")):
+            if not os.path.isdir(folder):
+                continue
+            for name in sorted(os.listdir(folder)):
+                full = os.path.join(folder, name)
+                if os.path.isfile(full) and name.endswith((".py", ".h", ".c", ".cc", ".inc", ".toml")):
+                    with open(full, "rb") as f:
+                        h.update(name.encode() + b"\0" + f.read())
+        _DIGEST = h.hexdigest()[:16]
+    return _DIGEST
+
+
 
 def _metrics(sim: Any) -> dict[str, Metric]:
     metrics: dict[str, Metric] = {}
@@ -432,7 +459,11 @@ def map_compiler_message(text: str, span: KernelSpan, code_lines: int, file_labe
             line = line - code_lines + original_len
         return f"{file_label}:{line}{col}{m.group(3)}"
 
-    kept = [l for l in text.splitlines() if not l.startswith("In file included from") and not l.strip().startswith("from harness.c")]
+    kept = [
+        l
+        for l in text.splitlines()
+        if not l.startswith("In file included from") and not re.match(r"\s+from [\w./-]+:\d+[:,]$", l)
+    ]
     return _DIAG.sub(repl, "\n".join(kept)).strip()
 
 

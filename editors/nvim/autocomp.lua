@@ -27,8 +27,10 @@ M.defaults = {
 
 M.last_status = {}
 
+local get_clients = vim.lsp.get_clients or vim.lsp.get_active_clients
+
 local function client_for(bufnr)
-  for _, client in pairs(vim.lsp.get_active_clients({ bufnr = bufnr })) do
+  for _, client in pairs(get_clients({ bufnr = bufnr })) do
     if client.name == "autocomp" then
       return client
     end

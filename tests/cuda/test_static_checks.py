@@ -127,3 +127,26 @@ def test_backend_reports_rejections_in_the_static_tier(cpu_backend):
     (ev,) = asyncio.run(cpu_backend.evaluate(PROBLEM, [code]))
     assert ev.verdict is Verdict.REJECTED and ev.tier == "static" and not ev.confirmed
     assert "torch-op" in ev.feedback and "torch.softmax" in ev.feedback
+
+
+def test_plain_math_and_a_kept_reference_are_not_flagged():
+    code = with_forward("        scale = math.sqrt(4.0)\n" + FORWARD)
+    assert rules(code) == {}
+    model_only = ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def __init__(self):\n"
+                  "        super(Model, self).__init__()\n\n    def forward(self, x):\n        return torch.relu(x)\n\n\n"
+                  "def get_inputs():\n    return [torch.randn(8)]\n")
+    problem = CudaBackend().make_problem("relu.py", model_only)
+    assert problem.name == "Model"
+    candidate = problem.code + ("\n\nsrc = r'''__global__ void relu_kernel(const float* x, float* y, int n) {\n"
+                                "    int i = threadIdx.x; if (i < n) y[i] = fmaxf(x[i], 0.f); }'''\n"
+                                "ext = load_inline(name='relu_ext', cpp_sources='', cuda_sources=src, functions=[])\n\n\n"
+                                "class ModelNew(nn.Module):\n    def forward(self, x):\n        return ext.relu(x)\n")
+    assert static_checks.check_python(candidate, model_only, problem.file_with(candidate)) == []
+
+
+def test_model_only_reference_is_reported_as_the_pytorch_reference(cpu_backend):
+    text = ("import torch\nimport torch.nn as nn\n\n\nclass Model(nn.Module):\n    def forward(self, x):\n"
+            "        return torch.relu(x)\n\n\ndef get_inputs():\n    return [torch.randn(8)]\n")
+    problem = cpu_backend.make_problem("relu.py", text)
+    (ev,) = asyncio.run(cpu_backend.evaluate(problem, [problem.code]))
+    assert ev.verdict is Verdict.UNVERIFIED and "PyTorch reference" in ev.feedback and not ev.confirmed

@@ -54,8 +54,12 @@ FILE *const stdin = &autocomp_stdio;
 FILE *const stdout = &autocomp_stdio;
 FILE *const stderr = &autocomp_stdio;
 
-void _exit(int code) {
+/* In the harness section so that the model may trust its exit marker (funct7 123): the host
+ * then knows the program really exited, rather than being stopped by the instruction limit. */
+__attribute__((section("autocomp_harness_text"), noinline, used)) void _exit(int code) {
   out_flush();
+  uint64_t c = (uint64_t)(uint32_t)code;
+  __asm__ volatile(".insn r 0x7b, 3, 123, x0, %0, x0" : : "r"(c) : "memory");
   tohost = ((uint64_t)(uint32_t)code << 1) | 1;
   for (;;) {
   }

@@ -225,7 +225,7 @@ static inline int64_t gemmini_rounding_shift(int64_t x, int shift) {
     ((uint64_t)acc_scale_t_to_acc_scale_t_bits((acc_scale_t)(sys_acc_scale)) << 32) |                      \
     ((uint64_t)(A_stride) << 16) | ((uint64_t)(B_transpose) << 9) | ((uint64_t)(A_transpose) << 8) |        \
     ((uint64_t)(set_only_strides) << 7) | ((uint64_t)(sys_act) << 3) | ((uint64_t)(dataflow) << 2) | CONFIG_EX, \
-    ((uint64_t)(C_stride) << 48) | (uint64_t)(uint32_t)(sys_shift), k_CONFIG)
+    ((uint64_t)(C_stride) << 48) | (uint64_t)(uint32_t)(sys_shift), k_CONFIG); /* trailing ';' as in Gemmini's own header */
 #define gemmini_extended2_config_ex(dataflow, sys_act, sys_shift, A_stride, A_transpose, B_transpose) \
   gemmini_extended3_config_ex(dataflow, sys_act, sys_shift, ACC_SCALE_IDENTITY, 1, A_stride, A_transpose, B_transpose, false)
 #define gemmini_extended_config_ex(dataflow, sys_act, sys_shift, A_stride, A_transpose, B_transpose) \
@@ -320,12 +320,15 @@ static inline uint32_t counter_read(size_t index) {
   } while (0)
 
 /* ---- time ----------------------------------------------------------------------------- */
-/* Modelled cycles (the Spike extension's timing model drives the cycle CSR). */
+/* Modelled cycles (the Spike extension's timing model drives the cycle CSR). Programs that
+ * use the Gemmini test utilities get theirs from there (same instruction). */
+#ifndef SRC_MAIN_C_GEMMINI_TESTUTILS_H
 static inline uint64_t read_cycles(void) {
   uint64_t c;
   __asm__ volatile("rdcycle %0" : "=r"(c));
   return c;
 }
+#endif
 /* Retired instructions (Spike's own count). */
 static inline uint64_t read_instret(void) {
   uint64_t c;

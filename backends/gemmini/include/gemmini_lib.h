@@ -173,9 +173,13 @@ static void tiled_matmul(size_t dim_I, size_t dim_J, size_t dim_K,
                     repeating_bias, transpose_A, transpose_B, full_C, low_D, weightA, tiled_matmul_type);
 }
 
-/* Convolution (NHWC input, weights as [kernel_dim*kernel_dim*in_channels][out_channels],
- * bias [out_channels], output NHWC, optionally max-pooled) lowered to a GEMM over an
- * im2col buffer that the host fills. */
+/* Convolution lowered to a GEMM over an im2col buffer that the host fills.
+ * Layouts (as in the Gemmini library): input NHWC [batch][rows][cols][in_channels], or CHWN
+ * with trans_input_3120; weights HWIO [kernel_dim][kernel_dim][in_channels][out_channels],
+ * or WIHO-style [in_channels][kernel_dim][kernel_dim][out_channels] with trans_weight_1203,
+ * or HWOI [kernel_dim][kernel_dim][out_channels][in_channels] with trans_weight_0132; bias
+ * [out_channels] (may be NULL); output NHWC, or HWNC with trans_output_1203; optional max
+ * pooling of the activated int8 output (padding counts as 0). */
 static void tiled_conv_auto(int batch_size, int in_row_dim, int in_col_dim, int in_channels,
                             int out_channels, int out_row_dim, int out_col_dim,
                             int stride, int input_dilation, int kernel_dilation, int padding, int kernel_dim,
@@ -184,20 +188,30 @@ static void tiled_conv_auto(int batch_size, int in_row_dim, int in_col_dim, int 
                             const elem_t *input, const elem_t *weights, const acc_t *bias, elem_t *output,
                             int act, acc_scale_t scale, int pool_size, int pool_stride, int pool_padding,
                             enum tiled_matmul_type_t tiled_conv_type) {
-  if (trans_output_1203 || trans_input_3120 || trans_weight_1203 || trans_weight_0132) {
-    printf("tiled_conv_auto: transposed layouts (trans_*) are not supported\n");
-    exit(2);
-  }
   if (input_dilation < 1) input_dilation = 1;
   if (kernel_dilation < 1) kernel_dilation = 1;
   const size_t rows = (size_t)batch_size * out_row_dim * out_col_dim;
   const size_t patch = (size_t)kernel_dim * kernel_dim * in_channels;
   const bool pooling = pool_size > 1 || pool_stride > 1;
+  const bool direct_out = !pooling && !trans_output_1203;
   elem_t *cols = (elem_t *)malloc(rows * patch);
-  elem_t *conv_out = pooling ? (elem_t *)malloc(rows * (size_t)out_channels) : output;
-  if (cols == NULL || conv_out == NULL) {
-    printf("tiled_conv_auto: out of memory for a %zu x %zu im2col buffer\n", rows, patch);
+  elem_t *conv_out = direct_out ? output : (elem_t *)malloc(rows * (size_t)out_channels);
+  elem_t *w = (elem_t *)weights;
+  if (trans_weight_1203 || trans_weight_0132) w = (elem_t *)malloc(patch * (size_t)out_channels);
+  if (cols == NULL || conv_out == NULL || w == NULL) {
+    printf("tiled_conv_auto: out of memory for a %u x %u im2col buffer\n", (unsigned)rows, (unsigned)patch);
     exit(2);
+  }
+  if (w != weights) {
+    const size_t kk = (size_t)kernel_dim * kernel_dim;
+    for (size_t kr = 0; kr < (size_t)kernel_dim; kr++)
+      for (size_t kc = 0; kc < (size_t)kernel_dim; kc++)
+        for (size_t c = 0; c < (size_t)in_channels; c++)
+          for (size_t o = 0; o < (size_t)out_channels; o++) {
+            size_t src = trans_weight_1203 ? (c * kk + kr * kernel_dim + kc) * out_channels + o
+                                           : ((kr * kernel_dim + kc) * out_channels + o) * in_channels + c;
+            w[((kr * kernel_dim + kc) * in_channels + c) * out_channels + o] = weights[src];
+          }
   }
   size_t r = 0;
   for (int b = 0; b < batch_size; b++)
@@ -215,38 +229,48 @@ static void tiled_conv_auto(int batch_size, int in_row_dim, int in_col_dim, int 
             if (irow_d < 0 || icol_d < 0 || irow_d % input_dilation || icol_d % input_dilation ||
                 irow >= in_row_dim || icol >= in_col_dim) {
               memset(d, 0, (size_t)in_channels);
+            } else if (trans_input_3120) {
+              for (int c = 0; c < in_channels; c++)
+                d[c] = input[(((size_t)c * in_row_dim + irow) * in_col_dim + icol) * batch_size + b];
             } else {
               memcpy(d, input + (((size_t)b * in_row_dim + irow) * in_col_dim + icol) * in_channels, (size_t)in_channels);
             }
           }
       }
-  tiled_matmul_auto(rows, (size_t)out_channels, patch, cols, weights, bias, conv_out,
+  tiled_matmul_auto(rows, (size_t)out_channels, patch, cols, w, bias, conv_out,
                     patch, (size_t)out_channels, 0, (size_t)out_channels,
                     MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, 1, act, scale, 0, true,
                     false, false, false, false, 3, tiled_conv_type);
-  if (pooling) {
-    if (pool_size < 1) pool_size = 1;
-    if (pool_stride < 1) pool_stride = 1;
-    const int prows = (out_row_dim + 2 * pool_padding - pool_size) / pool_stride + 1;
-    const int pcols = (out_col_dim + 2 * pool_padding - pool_size) / pool_stride + 1;
+  if (!direct_out) {
+    int prows = out_row_dim, pcols = out_col_dim, psize = 1, pstride = 1, ppad = 0;
+    if (pooling) {
+      psize = pool_size < 1 ? 1 : pool_size;
+      pstride = pool_stride < 1 ? 1 : pool_stride;
+      ppad = pool_padding;
+      prows = (out_row_dim + 2 * ppad - psize) / pstride + 1;
+      pcols = (out_col_dim + 2 * ppad - psize) / pstride + 1;
+    }
     for (int b = 0; b < batch_size; b++)
       for (int pr = 0; pr < prows; pr++)
         for (int pc = 0; pc < pcols; pc++)
           for (int ch = 0; ch < out_channels; ch++) {
             elem_t best = elem_t_min;
-            for (int wr = 0; wr < pool_size; wr++)
-              for (int wc = 0; wc < pool_size; wc++) {
-                const int orow = pr * pool_stride + wr - pool_padding;
-                const int ocol = pc * pool_stride + wc - pool_padding;
+            for (int wr = 0; wr < psize; wr++)
+              for (int wc = 0; wc < psize; wc++) {
+                const int orow = pr * pstride + wr - ppad;
+                const int ocol = pc * pstride + wc - ppad;
                 elem_t v = 0;
                 if (orow >= 0 && ocol >= 0 && orow < out_row_dim && ocol < out_col_dim)
                   v = conv_out[(((size_t)b * out_row_dim + orow) * out_col_dim + ocol) * out_channels + ch];
                 if (v > best) best = v;
               }
-            output[(((size_t)b * prows + pr) * pcols + pc) * out_channels + ch] = best;
+            size_t at = trans_output_1203 ? (((size_t)pr * pcols + pc) * batch_size + b) * out_channels + ch
+                                          : (((size_t)b * prows + pr) * pcols + pc) * out_channels + ch;
+            output[at] = best;
           }
     free(conv_out);
   }
+  if (w != weights) free(w);
   free(cols);
 }
 

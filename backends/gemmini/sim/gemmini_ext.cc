@@ -59,7 +59,7 @@ enum Funct : uint32_t {
   F_LOOP_WS_BOUNDS = 9, F_LOOP_WS_ADDRS_AB = 10, F_LOOP_WS_ADDRS_DC = 11,
   F_LOOP_WS_STRIDES_AB = 12, F_LOOP_WS_STRIDES_DC = 13, F_MVIN3 = 14, F_LOOP_CONV_WS = 15,
   F_LOOP_CONV_WS_CONFIG_1 = 16, F_LOOP_CONV_WS_CONFIG_6 = 21,
-  F_HARNESS_MEASURE_BEGIN = 120, F_HARNESS_MEASURE_END = 121, F_HARNESS_SNAPSHOT = 122,
+  F_HARNESS_MEASURE_BEGIN = 120, F_HARNESS_MEASURE_END = 121, F_HARNESS_SNAPSHOT = 122, F_HARNESS_EXIT = 123,
   F_COUNTER = 126,
 };
 
@@ -175,6 +175,11 @@ struct Region {
 
 struct SnapRegion { std::string name; uint64_t addr, len; };
 
+struct ConvOperand {  // a loop_conv_ws operand left in the scratchpad for reuse
+  std::vector<int64_t> dims;
+  std::vector<int8_t> data;
+};
+
 class gemmini_t;
 gemmini_t* g_model = nullptr;
 
@@ -281,6 +286,8 @@ class gemmini_t : public extension_t {
 
   // loop_conv_ws configuration (raw rs1/rs2 pairs of configs 1..6)
   uint64_t conv_cfg[6][2] = {};
+  uint32_t conv_c_row = 0, conv_d_row = 0;
+  ConvOperand conv_w_cache[4], conv_in_cache[4];
 
   // Where the current command comes from (internal loop commands have no host cost).
   bool internal = false;
@@ -297,6 +304,8 @@ class gemmini_t : public extension_t {
   std::vector<Region> regions;
   uint64_t snapshots = 0, snapshot_bytes = 0;
   std::string error;
+  bool exited = false;
+  int64_t exit_code = 0;
 
   // ---- configuration file and report -------------------------------------------------
   void read_config() {
@@ -339,8 +348,9 @@ class gemmini_t : public extension_t {
       else if ((unsigned char)c < 0x20) esc += ' ';
       else esc += c;
     }
-    std::fprintf(f, "{\"error\": \"%s\", \"measuring\": %s, \"snapshots\": %llu, \"regions\": [",
-                 esc.c_str(), measuring ? "true" : "false", (unsigned long long)snapshots);
+    std::fprintf(f, "{\"error\": \"%s\", \"measuring\": %s, \"exited\": %s, \"exit_code\": %lld, \"snapshots\": %llu, \"regions\": [",
+                 esc.c_str(), measuring ? "true" : "false", exited ? "true" : "false",
+                 (long long)exit_code, (unsigned long long)snapshots);
     for (size_t i = 0; i < regions.size(); i++) {
       const Region& r = regions[i];
       std::fprintf(f,
@@ -554,7 +564,11 @@ class gemmini_t : public extension_t {
         if (to_acc) {
           int32_t* dst = &acc[(size_t)row * DIM];
           for (uint32_t k = 0; k < ncols; k++) {
-            int32_t v = zeros ? 0 : (ebytes == 4 ? ld32(src + 4 * k) : (int32_t)ld8(src + k));
+            // int32 data is not scaled (MVIN_SCALE_ACC is the identity); shrunk int8 data
+            // goes through the int8 scaling path (scale, round, saturate) before widening.
+            int32_t v = zeros ? 0
+                        : (ebytes == 4 ? ld32(src + 4 * k)
+                                       : (c.scale == 1.0f ? (int32_t)ld8(src + k) : (int32_t)scale_to_int8(ld8(src + k), c.scale)));
             dst[k] = o.addr.accumulate ? (int32_t)((uint32_t)dst[k] + (uint32_t)v) : v;
           }
           acc_w[row] = done;
@@ -870,8 +884,11 @@ class gemmini_t : public extension_t {
     const uint32_t act = (rs1 >> 8) & 7;
     const uint32_t a_spad_id = (rs1 >> 18) & 3, b_spad_id = (rs1 >> 16) & 3;
     const bool a_t = rs2 & 1, b_t = (rs2 >> 1) & 1, resadd = (rs2 >> 2) & 1;
-    if (resadd) fail("is_resadd=1 (residual add mode) is not modelled");
     if (act != ACT_NONE && act != ACT_RELU) fail("activation %u is not modelled", act);
+    if (resadd) {
+      loop_resadd(I, J);
+      return;
+    }
     if (I == 0 || J == 0 || K == 0) fail("bounds I=%u J=%u K=%u must be at least 1 (set by loop_ws config bounds)", I, J, K);
     if (lw.pad_i >= DIM || lw.pad_j >= DIM || lw.pad_k >= DIM)
       fail("padding pad_I=%u pad_J=%u pad_K=%u must be below DIM=%u", lw.pad_i, lw.pad_j, lw.pad_k, DIM);
@@ -988,6 +1005,54 @@ class gemmini_t : public extension_t {
     cur = "loop_ws";
   }
 
+  // Residual-add mode of loop_ws (is_resadd): C = A + B elementwise through the accumulator.
+  // A and B (I x J tiles of int8) are moved into the accumulator with mvin / mvin2 (their
+  // load configs normally "shrunk" with a scale), B accumulating onto A, and C is moved out
+  // through the store path (config_st scale and activation). No computes are issued.
+  void loop_resadd(uint32_t I, uint32_t J) {
+    cur = "loop_ws";
+    if (I == 0 || J == 0) fail("bounds I=%u J=%u must be at least 1 in residual-add mode", I, J);
+    if (lw.pad_i >= DIM || lw.pad_j >= DIM) fail("padding pad_I=%u pad_J=%u must be below DIM=%u", lw.pad_i, lw.pad_j, DIM);
+    const uint32_t half_acc = ACC_ROWS / 2;
+    if ((uint64_t)I * J * DIM > half_acc)
+      fail("I*J*DIM = %llu accumulator rows exceed half the accumulator (%u rows)", (unsigned long long)I * J * DIM, half_acc);
+    if (lw.a == 0 || lw.b == 0) fail("residual add needs both A and B addresses");
+    const uint32_t slot = loop_count % 2;
+    if (!internal) {
+      wait_until(loop_issue_end[slot]);
+      stall += ROCC_ISSUE_CYCLES;
+    }
+    const uint64_t t0 = now();
+    internal = true;
+    internal_issue = t0;
+    loop_issue_cursor = t0;
+    const uint32_t base = loop_acc_base;
+    const uint32_t blocks_max = J < MAX_BLOCK_LEN ? J : MAX_BLOCK_LEN;
+    auto rs2_of = [](uint32_t addr, uint32_t cols, uint32_t rows) {
+      return ((uint64_t)rows << 48) | ((uint64_t)cols << 32) | addr;
+    };
+    for (int pass = 0; pass < 3; pass++)
+      for (uint32_t i = 0; i < I; i++)
+        for (uint32_t j = 0; j < J; j += blocks_max) {
+          const uint32_t blocks = j + blocks_max <= J ? blocks_max : J - j;
+          const uint32_t cols = blocks * DIM - (j + blocks >= J ? lw.pad_j : 0);
+          const uint32_t rows = DIM - (i == I - 1 ? lw.pad_i : 0);
+          const uint32_t row = base + (i * J + j) * DIM;
+          if (pass == 0)
+            mvin(0, lw.a + ((uint64_t)i * lw.a_stride + j) * DIM, rs2_of(0x80000000u | row, cols, rows));
+          else if (pass == 1)
+            mvin(1, lw.b + ((uint64_t)i * lw.b_stride + j) * DIM, rs2_of(0xC0000000u | row, cols, rows));
+          else if (lw.c != 0)
+            mvout(lw.c + ((uint64_t)i * lw.c_stride + j) * DIM, rs2_of(0x80000000u | row, cols, rows));
+        }
+    if (lw.c != 0) loop_acc_base = (loop_acc_base + half_acc) % ACC_ROWS;
+    internal = false;
+    loop_issue_end[slot] = loop_issue_cursor;
+    last_loop_issue_end = loop_issue_cursor;
+    loop_count++;
+    cur = "loop_ws";
+  }
+
   // ---- loop_conv_ws ----------------------------------------------------------------------
   void loop_conv_ws(uint64_t rs1, uint64_t rs2);
 
@@ -1081,6 +1146,10 @@ class gemmini_t : public extension_t {
       case F_HARNESS_MEASURE_BEGIN:
       case F_HARNESS_MEASURE_END:
       case F_HARNESS_SNAPSHOT: harness(u.r.funct, pc); break;
+      case F_HARNESS_EXIT:
+        // Ignored unless it comes from the runtime's _exit (in the harness section).
+        if (in_harness(pc)) { exited = true; exit_code = (int64_t)(int32_t)xs1; write_report(); }
+        break;
       default:
         if (u.r.funct >= F_LOOP_CONV_WS_CONFIG_1 && u.r.funct <= F_LOOP_CONV_WS_CONFIG_6) {
           cur = "loop_conv_ws_config";
@@ -1100,18 +1169,33 @@ class gemmini_t : public extension_t {
     wait_until(drain_time());
   }
 
+  // Spike retires instructions in batches and updates minstret only between batches. Like
+  // its own counter CSRs, our handlers first ask for serialization (return the magic
+  // PC_SERIALIZE_BEFORE = 3: Spike ends the batch, updates minstret, and re-executes the
+  // instruction), so instret() is exact when they run.
+  static constexpr reg_t PC_SERIALIZE_BEFORE = 3;
+  static bool serialize(processor_t* p) {
+    state_t* s = p->get_state();
+    if (!s->serialized) return false;
+    s->serialized = false;
+    return true;
+  }
+
   static reg_t custom3(processor_t* p, insn_t insn, reg_t pc) {
+    if (!serialize(p)) return PC_SERIALIZE_BEFORE;
     gemmini_t* g = static_cast<gemmini_t*>(p->get_extension("gemmini"));
     if (!g->proc) g->proc = p;
     return g->handle(insn, pc);
   }
   static reg_t rdcycle(processor_t* p, insn_t insn, reg_t pc) {
+    if (!serialize(p)) return PC_SERIALIZE_BEFORE;
     gemmini_t* g = static_cast<gemmini_t*>(p->get_extension("gemmini"));
     if (!g->proc) g->proc = p;
     if (insn.rd() != 0) p->get_state()->XPR.write(insn.rd(), g->now());
     return pc + 4;
   }
   static reg_t fence(processor_t* p, insn_t, reg_t pc) {
+    if (!serialize(p)) return PC_SERIALIZE_BEFORE;
     gemmini_t* g = static_cast<gemmini_t*>(p->get_extension("gemmini"));
     if (!g->proc) g->proc = p;
     g->on_fence();

@@ -167,7 +167,7 @@ def _release(gen: int, buffer: str, nbytes: int) -> None:
 class Allocation:
     """One tensor's storage: data plus written-mask, in a named buffer."""
 
-    __slots__ = ("id", "buffer", "data", "written", "name", "line", "bytes_pp", "is_input", "counted", "__weakref__")
+    __slots__ = ("id", "buffer", "_data", "_written", "name", "line", "bytes_pp", "is_input", "counted", "__weakref__")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, buffer: str, name: str = "", *,
                  data: np.ndarray | None = None, count: bool = True, call: str = "nl.ndarray") -> None:
@@ -216,21 +216,21 @@ class Allocation:
                 weakref.finalize(self, _release, STATE.gen, self.buffer, self.bytes_pp)
                 STATE.live[self.id] = self
         if data is not None:
-            self.data = data
-            self.written = np.ones(shape, dtype=bool)
+            self._data = data
+            self._written = np.ones(shape, dtype=bool)
         else:
-            self.data = np.empty(shape, dtype=dtype)
+            self._data = np.empty(shape, dtype=dtype)
             if is_float(np.dtype(dtype)):
-                self.data.fill(np.nan)
+                self._data.fill(np.nan)
             else:
-                self.data.fill(0)
-            self.written = np.zeros(shape, dtype=bool)
+                self._data.fill(0)
+            self._written = np.zeros(shape, dtype=bool)
 
 
 def _largest_live(buffer: str) -> str:
     items = [a for a in list(STATE.live.values()) if a.buffer == buffer]
     items.sort(key=lambda a: -a.bytes_pp)
-    return ", ".join(f"{a.name or 'tensor'}{tuple(a.data.shape)} from line {a.line} ({a.bytes_pp} B)" for a in items[:3]) or "none"
+    return ", ".join(f"{a.name or 'tensor'}{tuple(a._data.shape)} from line {a.line} ({a.bytes_pp} B)" for a in items[:3]) or "none"
 
 
 # Operator hooks filled in by language.py (tile arithmetic of the older functional API).
@@ -244,31 +244,32 @@ def _is_index_array(k: Any) -> bool:
 class Tensor:
     """A view of an allocation: what kernels index, pass to instructions and return."""
 
-    __slots__ = ("alloc", "data", "written", "key", "fresh", "from_tensor_engine", "producer", "__weakref__")
+    # Internal state is underscore-named: kernels may not touch private attributes (static.py).
+    __slots__ = ("_alloc", "_data", "_written", "_key", "_fresh", "_from_te", "_producer", "__weakref__")
 
     def __init__(self, alloc: Allocation, data: np.ndarray, written: np.ndarray, key: tuple | None = None) -> None:
-        self.alloc = alloc
-        self.data = data
-        self.written = written
-        self.key = key
-        self.fresh = False
-        self.from_tensor_engine = False
-        self.producer = -1
+        self._alloc = alloc
+        self._data = data
+        self._written = written
+        self._key = key
+        self._fresh = False
+        self._from_te = False
+        self._producer = -1
 
     # -- metadata -------------------------------------------------------------------
     @property
     def buffer(self) -> BufferKind:
-        return BufferKind(self.alloc.buffer)
+        return BufferKind(self._alloc.buffer)
 
     @property
     def dtype(self) -> np.dtype:
-        return self.alloc.data.dtype
+        return self._alloc._data.dtype
 
     @property
     def shape(self) -> tuple[int, ...]:
-        if self.key is None:
-            return tuple(self.data.shape)
-        return tuple(self.data[self.key].shape) if self.data.size else ()
+        if self._key is None:
+            return tuple(self._data.shape)
+        return tuple(self._data[self._key].shape) if self._data.size else ()
 
     @property
     def ndim(self) -> int:
@@ -276,14 +277,14 @@ class Tensor:
 
     @property
     def on_chip(self) -> bool:
-        return self.alloc.buffer in ON_CHIP
+        return self._alloc.buffer in ON_CHIP
 
     @property
     def is_hbm(self) -> bool:
-        return self.alloc.buffer in HBM_BUFFERS
+        return self._alloc.buffer in HBM_BUFFERS
 
     def __repr__(self) -> str:
-        return f"<nki tensor {self.shape} {dtype_name(self.dtype)} in {self.alloc.buffer}>"
+        return f"<nki tensor {self.shape} {dtype_name(self.dtype)} in {self._alloc.buffer}>"
 
     def __len__(self) -> int:
         return self.shape[0]
@@ -297,19 +298,19 @@ class Tensor:
     # -- indexing -------------------------------------------------------------------
     def __getitem__(self, key: Any) -> "Tensor":
         key = normalize_key(key, self.shape, "tensor[...]")
-        if self.key is not None:
+        if self._key is not None:
             raise fail("nested-index", "this view was made with index arrays (nl.arange/nl.mgrid); index the original tensor once with the combined indices", "tensor[...]")
         if any(isinstance(k, np.ndarray) for k in key):
-            return Tensor(self.alloc, self.data, self.written, key)
-        return Tensor(self.alloc, self.data[key], self.written[key], None)
+            return Tensor(self._alloc, self._data, self._written, key)
+        return Tensor(self._alloc, self._data[key], self._written[key], None)
 
-    def values(self) -> np.ndarray:
-        return self.data if self.key is None else self.data[self.key]
+    def _values(self) -> np.ndarray:
+        return self._data if self._key is None else self._data[self._key]
 
-    def written_mask(self) -> np.ndarray:
-        return self.written if self.key is None else self.written[self.key]
+    def _written_mask(self) -> np.ndarray:
+        return self._written if self._key is None else self._written[self._key]
 
-    def store(self, values: np.ndarray, mask: np.ndarray | None = None) -> None:
+    def _store(self, values: np.ndarray, mask: np.ndarray | None = None) -> None:
         """Write ``values`` (any float dtype) into this view, rounding to its dtype."""
         shape = self.shape
         values = np.asarray(values)
@@ -321,21 +322,21 @@ class Tensor:
         cast = _cast(values, self.dtype)
         if mask is not None:
             mask = np.broadcast_to(np.asarray(mask, dtype=bool), shape)
-            if self.key is None:
-                self.data[mask] = cast[mask]
-                self.written[mask] = True
+            if self._key is None:
+                self._data[mask] = cast[mask]
+                self._written[mask] = True
             else:
-                idx = _expand_key(self.key, shape)
+                idx = _expand_key(self._key, shape)
                 sel = tuple(i[mask] for i in idx)
-                self.data[sel] = cast[mask]
-                self.written[sel] = True
+                self._data[sel] = cast[mask]
+                self._written[sel] = True
             return
-        if self.key is None:
-            self.data[...] = cast
-            self.written[...] = True
+        if self._key is None:
+            self._data[...] = cast
+            self._written[...] = True
         else:
-            self.data[self.key] = cast
-            self.written[self.key] = True
+            self._data[self._key] = cast
+            self._written[self._key] = True
 
     # -- old-API conveniences -----------------------------------------------------------
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -346,16 +347,16 @@ class Tensor:
 
     def reshape(self, shape: Iterable[int]) -> "Tensor":
         shape = tuple(int(s) for s in shape)
-        if not self.is_hbm or self.key is not None:
+        if not self.is_hbm or self._key is not None:
             raise fail("reshape", "only whole HBM tensors can be reshaped (a view of the same bytes); reshape on-chip data by copying", "tensor.reshape")
         try:
-            data = self.data.reshape(shape)
-            written = self.written.reshape(shape)
+            data = self._data.reshape(shape)
+            written = self._written.reshape(shape)
         except ValueError:
             raise fail("reshape", f"cannot reshape {self.shape} into {shape}", "tensor.reshape") from None
-        if not np.shares_memory(data, self.data):
+        if not np.shares_memory(data, self._data):
             raise fail("reshape", "reshape of a non-contiguous HBM view would copy data", "tensor.reshape")
-        return Tensor(self.alloc, data, written, None)
+        return Tensor(self._alloc, data, written, None)
 
     def view(self, dtype: Any) -> "Tensor":
         raise fail("unsupported", "tensor.view(dtype) is not supported by this interpreter", "tensor.view")
@@ -478,7 +479,7 @@ def new_tensor(shape: Iterable[int], dtype: Any, buffer: Any, name: str = "", ca
             STATE.shared_memo[key] = alloc
     else:
         alloc = Allocation(shape, dt, buf, name, count=count, call=call)
-    return Tensor(alloc, alloc.data, alloc.written)
+    return Tensor(alloc, alloc._data, alloc._written)
 
 
 def input_tensor(array: np.ndarray, name: str) -> Tensor:
@@ -486,7 +487,7 @@ def input_tensor(array: np.ndarray, name: str) -> Tensor:
     arr = np.array(array, copy=True)
     alloc = Allocation(arr.shape, arr.dtype, "hbm", name, data=arr, count=False, call="kernel argument")
     alloc.is_input = True
-    return Tensor(alloc, alloc.data, alloc.written)
+    return Tensor(alloc, alloc._data, alloc._written)
 
 
 def require_tensor(x: Any, what: str, call: str) -> Tensor:
@@ -497,22 +498,22 @@ def require_tensor(x: Any, what: str, call: str) -> Tensor:
 
 def read(t: Tensor, what: str, call: str, mask: np.ndarray | None = None) -> np.ndarray:
     """The values of a view, after checking every element read was written before."""
-    w = t.written_mask()
+    w = t._written_mask()
     if mask is not None:
         w = np.where(np.broadcast_to(np.asarray(mask, dtype=bool), w.shape), w, True)
     if not w.all():
         missing = int(w.size - np.count_nonzero(w))
         raise fail(
             "unwritten-read",
-            f"{what} reads {missing} of {w.size} elements of a {t.alloc.buffer} tensor{_named(t)} that were never written",
+            f"{what} reads {missing} of {w.size} elements of a {t._alloc.buffer} tensor{_named(t)} that were never written",
             call,
             "no reads of uninitialised memory",
         )
-    return t.values()
+    return t._values()
 
 
 def _named(t: Tensor) -> str:
-    return f" '{t.alloc.name}' (allocated line {t.alloc.line})" if t.alloc.name else f" (allocated line {t.alloc.line})"
+    return f" '{t._alloc.name}' (allocated line {t._alloc.line})" if t._alloc.name else f" (allocated line {t._alloc.line})"
 
 
 def record(opname: str, engine: str, partitions: int, free: int, dtype_bytes: int,
@@ -520,8 +521,35 @@ def record(opname: str, engine: str, partitions: int, free: int, dtype_bytes: in
     """Append one instruction to the trace; returns its index."""
     _, line = call_site()
     STATE.trace.append(Instr(opname, engine, line, int(partitions), int(free), int(dtype_bytes),
-                             tuple(t.alloc.id for t in reads), tuple(t.alloc.id for t in writes), info))
+                             tuple(region(t) for t in reads), tuple(region(t) for t in writes), info))
     return len(STATE.trace) - 1
+
+
+def region(t: Tensor) -> tuple[int, int, int, int, int]:
+    """(allocation id, first partition, end partition, first free byte, end free byte) that
+    a view spans, for the cost model's hazards. On-chip memory is partition-major, so a
+    slice along a free axis touches the same byte range of every partition it covers.
+    HBM tensors use one flat byte range. Views made with index arrays count as the whole
+    allocation (conservative)."""
+    base = t._alloc._data
+    if t._key is not None or t._data.size == 0 or base.ndim == 0:
+        return (t._alloc.id, 0, max(1, base.shape[0] if base.ndim else 1), 0, int(base.nbytes))
+    offset = t._data.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    item = t._data.itemsize
+    if not t.on_chip or base.ndim == 1:
+        hi = offset + item + sum((n - 1) * st for n, st in zip(t._data.shape, t._data.strides) if n > 0)
+        return (t._alloc.id, 0, 1, int(offset), int(hi))
+    pstride = base.strides[0]
+    p0, f0 = divmod(offset, pstride)
+    dims = list(zip(t._data.shape, t._data.strides))
+    if dims and dims[0][1] == pstride:
+        pn, dims = dims[0][0], dims[1:]
+    else:
+        pn = 1
+    fhi = f0 + item + sum((n - 1) * st for n, st in dims if n > 0)
+    if fhi > pstride:
+        f0, fhi = 0, pstride
+    return (t._alloc.id, int(p0), int(p0 + pn), int(f0), int(fhi))
 
 
 def free_size(shape: tuple[int, ...]) -> int:

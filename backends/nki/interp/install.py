@@ -9,6 +9,7 @@ kernel on host arrays and returns its outputs, its arguments afterwards and the 
 from __future__ import annotations
 
 import functools
+import itertools
 import importlib
 import sys
 import types
@@ -56,15 +57,15 @@ class RunResult:
 def _to_host(t: Any, what: str) -> np.ndarray:
     if isinstance(t, Tensor):
         if not t.is_hbm:
-            raise NkiError("output", f"{what} is a {t.alloc.buffer} tile; a kernel returns HBM tensors (nl.ndarray(..., "
+            raise NkiError("output", f"{what} is a {t._alloc.buffer} tile; a kernel returns HBM tensors (nl.ndarray(..., "
                            "buffer=nl.shared_hbm) written with a DMA)", call="return")
-        w = t.written_mask()
+        w = t._written_mask()
         if not w.all():
             missing = int(w.size - np.count_nonzero(w))
-            raise NkiError("output-unwritten", f"{what} (allocated at line {t.alloc.line}): {missing} of {w.size} elements "
+            raise NkiError("output-unwritten", f"{what} (allocated at line {t._alloc.line}): {missing} of {w.size} elements "
                            "were never written", call="return", limit="every output element must be stored",
-                           file=STATE.kernel_file, line=t.alloc.line)
-        return np.array(t.values(), copy=True)
+                           file=STATE.kernel_file, line=t._alloc.line)
+        return np.array(t._values(), copy=True)
     if isinstance(t, np.ndarray):
         raise NkiError("output", f"{what} is a host NumPy array, not an NKI tensor: kernels must compute with NKI "
                        "instructions and return an HBM tensor", call="return")
@@ -92,11 +93,12 @@ def execute(fn: Callable[..., Any], arrays: Sequence[np.ndarray], *, kernel_file
             result = None
             for pid in np.ndindex(*STATE.grid):
                 STATE.program_ids = tuple(int(i) for i in pid)
+                STATE.shared_counter = itertools.count()  # each instance names the same shared outputs
                 result = fn(*args, **(kwargs or {}))
             outputs = _collect(result)
         else:
             outputs = _collect(fn(*args, **(kwargs or {})))
-        after = [np.array(a.data, copy=True) for a in args]
+        after = [np.array(a._data, copy=True) for a in args]
         return RunResult(outputs, after, list(STATE.trace))
     finally:
         core.end_run()

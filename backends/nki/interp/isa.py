@@ -193,8 +193,8 @@ def _output(dst: Any, shape: tuple[int, ...], dtype: Any, call: str, buffer: str
             raise fail("missing-dst", f"{call} needs dst=<tile> in the `nki` API (it returns nothing); "
                        "the form returning a tile belongs to the older neuronxcc.nki API", call, static=True)
         dst = core.require_tensor(dst, "dst", call)
-        if dst.alloc.buffer not in allowed:
-            raise fail("buffer", f"dst is in {dst.alloc.buffer}; {call} writes only to {' or '.join(allowed)}", call,
+        if dst._alloc.buffer not in allowed:
+            raise fail("buffer", f"dst is in {dst._alloc.buffer}; {call} writes only to {' or '.join(allowed)}", call,
                        "no compute on HBM" if dst.is_hbm else "")
         if tuple(dst.shape) != tuple(shape) and free_size(dst.shape) != free_size(shape) or (dst.shape and shape and dst.shape[0] != shape[0]):
             raise fail("shape-mismatch", f"dst has shape {dst.shape} but the result has shape {shape}", call)
@@ -204,7 +204,7 @@ def _output(dst: Any, shape: tuple[int, ...], dtype: Any, call: str, buffer: str
                    call, static=True)
     dt = core.as_dtype(dtype, call) if dtype is not None else F32
     t = core.new_tensor(shape, dt, buffer, call=call, count=buffer != "psum")
-    t.fresh = True
+    t._fresh = True
     return t
 
 
@@ -213,7 +213,7 @@ def _on_chip(t: Any, what: str, call: str, allow_psum: bool = True) -> Tensor:
     if t.is_hbm:
         raise fail("compute-on-hbm", f"{what} is an HBM tensor; compute engines read only SBUF/PSUM — load it first "
                    "(nisa.dma_copy / nl.load)", call, "no compute directly on HBM")
-    if not allow_psum and t.alloc.buffer == "psum":
+    if not allow_psum and t._alloc.buffer == "psum":
         raise fail("buffer", f"{what} is in PSUM; {call} reads only SBUF", call)
     return t
 
@@ -225,13 +225,13 @@ def _f32(x: np.ndarray) -> np.ndarray:
 def _consume(*ts: Any) -> None:
     for t in ts:
         if isinstance(t, Tensor):
-            t.fresh = False
+            t._fresh = False
 
 
 def _write(out: Tensor, values: np.ndarray, mask: Any = None) -> None:
     if mask is not None and STATE.style == "new":
         raise fail("mixed-api", "mask= belongs to the older neuronxcc.nki API", static=True)
-    out.store(values, None if mask is None else np.asarray(mask, dtype=bool))
+    out._store(values, None if mask is None else np.asarray(mask, dtype=bool))
 
 
 def _operand(x: Any, p: int, what: str, call: str) -> tuple[np.ndarray | float, Tensor | None]:
@@ -260,10 +260,10 @@ def _dtype_bytes(*ts: Any) -> int:
 def _contiguous_bytes(t: Tensor) -> int:
     """Length of the contiguous runs a DMA moves on the HBM side of a transfer."""
     itemsize = t.dtype.itemsize
-    if t.key is not None:
+    if t._key is not None:
         return itemsize * (t.shape[-1] if t.shape else 1)
     run = itemsize
-    for size, stride in zip(reversed(t.data.shape), reversed(t.data.strides)):
+    for size, stride in zip(reversed(t._data.shape), reversed(t._data.strides)):
         if size == 1:
             continue
         if stride != run:
@@ -278,7 +278,7 @@ def dma_copy(dst: Any = None, src: Any = None, *, mask: Any = None, dge_mode: An
     dst = core.require_tensor(dst, "dst", call)
     src = core.require_tensor(src, "src", call)
     for t, what in ((dst, "dst"), (src, "src")):
-        if t.alloc.buffer == "psum":
+        if t._alloc.buffer == "psum":
             raise fail("dma-psum", f"{what} is in PSUM; DMA engines move data between HBM and SBUF only — copy PSUM to SBUF "
                        "first (nisa.tensor_copy / nl.copy)", call, "DMA endpoints: HBM and SBUF")
     values = read(src, "src", call, mask=mask)
@@ -331,13 +331,13 @@ def nc_matmul(dst: Any = None, stationary: Any = None, moving: Any = None, *, is
     mv = _f32(read(m, "moving", call)).reshape(k, nfree)
     result = sv.T @ mv
     out = _output(dst, (mfree, nfree), F32, call, buffer="psum", allowed=("psum",))
-    if out.alloc.buffer != "psum":
+    if out._alloc.buffer != "psum":
         raise fail("buffer", "nc_matmul writes its result to PSUM", call, "matmul result in PSUM")
     if free_size(out.shape) * out.dtype.itemsize > LIMITS["psum_tile_bytes_per_partition"]:
         raise fail("psum-tile-limit", f"result {out.shape}", call, "PSUM tile <= 2 KiB per partition")
     acc = accumulate
     if acc is None:
-        acc = _style() == "new" and bool(out.written_mask().all())
+        acc = _style() == "new" and bool(out._written_mask().all())
     if acc:
         prev = _f32(read(out, "dst (accumulate)", call))
         result = prev + result.reshape(prev.shape)
@@ -346,8 +346,8 @@ def nc_matmul(dst: Any = None, stationary: Any = None, moving: Any = None, *, is
     idx = record("nc_matmul", "tensor", k, nfree, max(s.dtype.itemsize, m.dtype.itemsize), [s, m] + ([out] if acc else []), [out],
                  stationary_free=mfree)
     if _style() == "old":
-        out.from_tensor_engine = True
-        out.producer = idx
+        out._from_te = True
+        out._producer = idx
         return out
     return None
 
@@ -361,7 +361,7 @@ def nc_transpose(dst: Any = None, data: Any = None, *, engine: Any = None, mask:
     p, f = t.shape
     eng = _engine(engine, "tensor", ("tensor", "vector"), call)
     if eng == "tensor":
-        if t.alloc.buffer != "sbuf":
+        if t._alloc.buffer != "sbuf":
             raise fail("buffer", "TensorE transpose reads SBUF", call)
         if p > 128 or f > 128:
             raise fail("matmul-limit", f"TensorE transpose of {t.shape}", call, "transpose tile <= 128x128")
@@ -375,9 +375,9 @@ def nc_transpose(dst: Any = None, data: Any = None, *, engine: Any = None, mask:
     _consume(t)
     idx = record("nc_transpose", eng, p, f if eng == "vector" else p, t.dtype.itemsize, [t], [out],
                  **({"stationary_free": f} if eng == "tensor" else {}))
-    if out.fresh:
-        out.from_tensor_engine = eng == "tensor"
-        out.producer = idx
+    if out._fresh:
+        out._from_te = eng == "tensor"
+        out._producer = idx
         return out
     return None
 
@@ -393,7 +393,7 @@ def tensor_tensor(dst: Any = None, data1: Any = None, data2: Any = None, op: Any
                   dtype: Any = None, mask: Any = None, name: str = "", call: str = "nisa.tensor_tensor") -> Tensor | None:
     a = _on_chip(data1, "data1", call)
     b = _on_chip(data2, "data2", call)
-    if a.alloc.buffer == "psum" and b.alloc.buffer == "psum":
+    if a._alloc.buffer == "psum" and b._alloc.buffer == "psum":
         raise fail("buffer", "data1 and data2 are both in PSUM; at most one tensor_tensor input may be in PSUM", call)
     o = binop(op, call)
     shape = _elementwise_shape(a, b, call)
@@ -404,7 +404,7 @@ def tensor_tensor(dst: Any = None, data1: Any = None, data2: Any = None, op: Any
     _write(out, values, mask)
     _consume(a, b)
     record("tensor_tensor", eng, shape[0], free_size(shape), _dtype_bytes(a, b, out), [a, b], [out], op=o.name)
-    return out if out.fresh else None
+    return out if out._fresh else None
 
 
 def _wider(a: Tensor, b: Tensor) -> np.dtype:
@@ -431,7 +431,7 @@ def tensor_scalar(dst: Any = None, data: Any = None, op0: Any = None, operand0: 
     _write(out, x, mask)
     _consume(t, t0, t1)
     record("tensor_scalar", eng, p, free_size(t.shape), _dtype_bytes(t, out), [t] + [z for z in (t0, t1) if z is not None], [out])
-    return out if out.fresh else None
+    return out if out._fresh else None
 
 
 def scalar_tensor_tensor(dst: Any = None, data: Any = None, op0: Any = None, operand0: Any = None, op1: Any = None,
@@ -452,7 +452,7 @@ def scalar_tensor_tensor(dst: Any = None, data: Any = None, op0: Any = None, ope
     _write(out, x, mask)
     _consume(t, b, t0)
     record("scalar_tensor_tensor", "vector", shape[0], free_size(shape), _dtype_bytes(t, b, out), [t, b] + ([t0] if t0 is not None else []), [out])
-    return out if out.fresh else None
+    return out if out._fresh else None
 
 
 def _free_axes(axis: Any, ndim: int, call: str) -> tuple[int, ...]:
@@ -482,7 +482,7 @@ def tensor_reduce(dst: Any = None, op: Any = None, data: Any = None, axis: Any =
     _write(out, values.reshape(out.shape), None)
     _consume(t)
     record("tensor_reduce", "vector", t.shape[0], free_size(t.shape), _dtype_bytes(t), [t], [out], op=name_)
-    return out if out.fresh else None
+    return out if out._fresh else None
 
 
 def tensor_partition_reduce(dst: Any = None, op: Any = None, data: Any = None, *, dtype: Any = None, mask: Any = None,
@@ -494,7 +494,7 @@ def tensor_partition_reduce(dst: Any = None, op: Any = None, data: Any = None, *
     _write(out, values, mask)
     _consume(t)
     record("tensor_partition_reduce", "gpsimd", t.shape[0], free_size(t.shape), _dtype_bytes(t), [t], [out], op=name_)
-    return out if out.fresh else None
+    return out if out._fresh else None
 
 
 def activation(dst: Any = None, op: Any = None, data: Any = None, bias: Any = None, scale: Any = 1.0, *,
@@ -523,11 +523,11 @@ def activation(dst: Any = None, op: Any = None, data: Any = None, bias: Any = No
         rname = redop(reduce_op if reduce_op is not None else "add", call)
         if r.shape[0] != p or free_size(r.shape) != 1:
             raise fail("shape-mismatch", f"reduce_res must be ({p}, 1), got {r.shape}", call)
-        r.store(REDUCE[rname](y.reshape(p, -1), axis=1, keepdims=True).reshape(r.shape))
+        r._store(REDUCE[rname](y.reshape(p, -1), axis=1, keepdims=True).reshape(r.shape))
         writes.append(r)
     _consume(*reads)
     record("activation", "scalar", p, free_size(t.shape), _dtype_bytes(t, out), reads, writes, func=f.name)
-    return out if out.fresh else None
+    return out if out._fresh else None
 
 
 def activation_reduce(dst: Any = None, op: Any = None, data: Any = None, *, reduce_op: Any = None, reduce_res: Any = None,
@@ -542,14 +542,14 @@ def tensor_copy(dst: Any = None, src: Any = None, *, engine: Any = None, dtype: 
                 name: str = "", call: str = "nisa.tensor_copy") -> Tensor | None:
     t = _on_chip(src, "src", call)
     eng = _engine(engine, "vector", ("vector", "scalar", "gpsimd"), call)
-    if eng == "gpsimd" and (t.alloc.buffer == "psum" or (isinstance(dst, Tensor) and dst.alloc.buffer == "psum")):
+    if eng == "gpsimd" and (t._alloc.buffer == "psum" or (isinstance(dst, Tensor) and dst._alloc.buffer == "psum")):
         raise fail("buffer", "GpSimdE cannot access PSUM", call)
     values = read(t, "src", call, mask)
     out = _output(dst, t.shape, dtype or t.dtype, call)
     _write(out, _f32(values) if values.dtype != out.dtype else values, mask)
     _consume(t)
     record("tensor_copy", eng, t.shape[0], free_size(t.shape), _dtype_bytes(t, out), [t], [out])
-    return out if out.fresh else None
+    return out if out._fresh else None
 
 
 def reciprocal(dst: Any = None, data: Any = None, *, dtype: Any = None, mask: Any = None, name: str = "",
@@ -561,7 +561,7 @@ def reciprocal(dst: Any = None, data: Any = None, *, dtype: Any = None, mask: An
     _write(out, values, mask)
     _consume(t)
     record("reciprocal", "vector", t.shape[0], free_size(t.shape), _dtype_bytes(t, out), [t], [out])
-    return out if out.fresh else None
+    return out if out._fresh else None
 
 
 def memset(dst: Any = None, value: Any = 0.0, dtype: Any = None, *, shape: Any = None, engine: Any = None,
@@ -575,7 +575,7 @@ def memset(dst: Any = None, value: Any = 0.0, dtype: Any = None, *, shape: Any =
     eng = _engine(engine, "vector", ("vector", "gpsimd"), call)
     _write(out, np.full(out.shape, float(value), dtype=np.float32), mask)
     record("memset", eng, out.shape[0], free_size(out.shape), out.dtype.itemsize, [], [out])
-    return out if out.fresh else None
+    return out if out._fresh else None
 
 
 def iota(dst: Any = None, expr: Any = None, dtype: Any = None, *, mask: Any = None, name: str = "",
@@ -591,7 +591,7 @@ def iota(dst: Any = None, expr: Any = None, dtype: Any = None, *, mask: Any = No
     out = _output(dst, shape, dtype or np.int32, call)
     _write(out, values.astype(np.float64), mask)
     record("iota", "gpsimd", shape[0], free_size(shape), out.dtype.itemsize, [], [out])
-    return out if out.fresh else None
+    return out if out._fresh else None
 
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {

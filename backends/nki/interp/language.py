@@ -126,10 +126,10 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", **kw: An
 
 def _filled(shape: Any, value: float, dtype: Any, buffer: Any, name: str, call: str) -> Tensor:
     t = core.new_tensor(shape, dtype, buffer if buffer is not None else sbuf, name=name, call=call)
-    t.store(np.full(t.shape, value, dtype=np.float64))
+    t._store(np.full(t.shape, value, dtype=np.float64))
     engine = "dma" if t.is_hbm else "vector"
     record("memset", engine, t.shape[0], free_size(t.shape), t.dtype.itemsize, [], [t],
-           **({"bytes": int(t.data.size * t.dtype.itemsize), "chunk_bytes": int(t.data.size * t.dtype.itemsize)} if t.is_hbm else {}))
+           **({"bytes": int(t._data.size * t.dtype.itemsize), "chunk_bytes": int(t._data.size * t.dtype.itemsize)} if t.is_hbm else {}))
     return t
 
 
@@ -168,10 +168,10 @@ def load(src: Tensor, mask: Any = None, dtype: Any = None, **kw: Any) -> Tensor:
     _older("nl.load", "nisa.dma_copy(dst=sbuf_tile, src=hbm_view)")
     src = core.require_tensor(src, "src", "nl.load")
     if not src.is_hbm:
-        raise fail("bad-operand", f"nl.load reads HBM, but src is in {src.alloc.buffer}", "nl.load")
+        raise fail("bad-operand", f"nl.load reads HBM, but src is in {src._alloc.buffer}", "nl.load")
     out = core.new_tensor(src.shape, dtype or src.dtype, sbuf, call="nl.load")
     isa.dma_copy(out, src, mask=None, call="nl.load") if mask is None else _masked_dma(out, src, mask, "nl.load")
-    out.fresh = True
+    out._fresh = True
     return out
 
 
@@ -191,7 +191,7 @@ def store(dst: Tensor, value: Any, mask: Any = None, **kw: Any) -> None:
     _older("nl.store", "nisa.dma_copy(dst=hbm_view, src=sbuf_tile)")
     dst = core.require_tensor(dst, "dst", "nl.store")
     if not dst.is_hbm:
-        raise fail("bad-operand", f"nl.store writes HBM, but dst is in {dst.alloc.buffer}", "nl.store")
+        raise fail("bad-operand", f"nl.store writes HBM, but dst is in {dst._alloc.buffer}", "nl.store")
     value = core.require_tensor(value, "value", "nl.store")
     if mask is None:
         isa.dma_copy(dst, value, call="nl.store")
@@ -211,8 +211,8 @@ def _masked_dma(dst: Tensor, src: Tensor, mask: Any, call: str) -> None:
 # ---------------------------------------------------------------------------- older API: compute
 def _fresh_result(values: np.ndarray, dtype: Any, buffer: str = "sbuf", call: str = "") -> Tensor:
     out = core.new_tensor(values.shape, dtype, buffer, call=call, count=buffer != "psum")
-    out.store(values)
-    out.fresh = True
+    out._store(values)
+    out._fresh = True
     return out
 
 
@@ -352,17 +352,17 @@ def _setitem(target: Tensor, key: Any, value: Any) -> None:
         values = read(src, "value", "tensor[...] =")
         if values.shape != view.shape and values.size == int(np.prod(view.shape)):
             values = values.reshape(view.shape)
-        view.store(values)
-        if not (src.fresh and src.alloc.buffer == view.alloc.buffer):
+        view._store(values)
+        if not (src._fresh and src._alloc.buffer == view._alloc.buffer):
             record("tensor_copy", "vector", view.shape[0], free_size(view.shape), max(src.dtype.itemsize, view.dtype.itemsize), [src], [view])
-        elif src.producer >= 0:
-            STATE.trace[src.producer].writes += (view.alloc.id,)
-        elif STATE.trace and src.alloc.id in STATE.trace[-1].writes:
-            STATE.trace[-1].writes += (view.alloc.id,)
-        src.fresh = False
+        elif src._producer >= 0:
+            STATE.trace[src._producer].writes += (core.region(view),)
+        elif STATE.trace and any(w[0] == src._alloc.id for w in STATE.trace[-1].writes):
+            STATE.trace[-1].writes += (core.region(view),)
+        src._fresh = False
         return
     if isinstance(value, (int, float, np.integer, np.floating)):
-        view.store(np.full(view.shape, float(value)))
+        view._store(np.full(view.shape, float(value)))
         record("memset", "vector", view.shape[0], free_size(view.shape), view.dtype.itemsize, [], [view])
         return
     raise fail("bad-operand", f"cannot assign a {type(value).__name__} into a tile", "tensor[...] =")
@@ -370,18 +370,18 @@ def _setitem(target: Tensor, key: Any, value: Any) -> None:
 
 def _inplace(name: str, target: Tensor, value: Any) -> Tensor:
     """``psum_tile += nl.matmul(...)`` accumulates in PSUM for free; other ``op=`` are VectorE ops."""
-    if (name == "add" and isinstance(value, Tensor) and value.fresh and value.from_tensor_engine
-            and target.alloc.buffer == "psum"):
+    if (name == "add" and isinstance(value, Tensor) and value._fresh and value._from_te
+            and target._alloc.buffer == "psum"):
         prev = isa._f32(read(target, "accumulator", "+="))
-        target.store(prev + isa._f32(value.values()).reshape(prev.shape))
-        instr = STATE.trace[value.producer]
-        instr.writes += (target.alloc.id,)
-        instr.reads += (target.alloc.id,)
-        value.fresh = False
+        target._store(prev + isa._f32(value._values()).reshape(prev.shape))
+        instr = STATE.trace[value._producer]
+        instr.writes += (core.region(target),)
+        instr.reads += (core.region(target),)
+        value._fresh = False
         return target
     result = _binary(name, target, value)
-    target.store(read(result, "result", "+=").reshape(target.shape))
-    STATE.trace[-1].writes += (target.alloc.id,)
+    target._store(read(result, "result", "+=").reshape(target.shape))
+    STATE.trace[-1].writes += (core.region(target),)
     return target
 
 

@@ -50,7 +50,7 @@ export function speedupChartSvg(values: number[], options: ChartOptions = {}): s
 
   const parts: string[] = [];
   parts.push(
-    `<svg xmlns="http://www.w3.org/2000/svg" class="chart" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}" role="img" aria-label="Best speedup per iteration">`,
+    `<svg xmlns="http://www.w3.org/2000/svg" class="chart" viewBox="0 0 ${width} ${height}" style="width: 100%; max-width: ${width}px; height: auto" role="img" aria-label="Best speedup per iteration">`,
   );
   // Horizontal grid lines with labels at 0, 1/4, ..., yMax.
   for (let k = 0; k <= 4; k++) {

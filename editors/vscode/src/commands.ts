@@ -128,11 +128,12 @@ export class Commands {
       command: ServerCommand.cancel,
       arguments: [{ jobId: target }],
     });
-    const job = this.jobs.get(target);
-    const name = job ? job.kernel : target;
-    void vscode.window.showInformationMessage(
-      result?.cancelled ? `Autocomp: cancelled the optimization of ${name}.` : `Autocomp: ${name} was not running any more.`,
-    );
+    // A cancelled job is announced by the server (with the best result so far); only say
+    // something when there was nothing to cancel.
+    if (!result?.cancelled) {
+      const job = this.jobs.get(target);
+      void vscode.window.showInformationMessage(`Autocomp: ${job ? job.kernel : target} was not running any more.`);
+    }
   }
 
   /** Pick a correct candidate of a job and ask the server to apply it to the buffer. */
@@ -154,10 +155,10 @@ export class Commands {
       command: ServerCommand.applyCandidate,
       arguments: [{ jobId, candidateId }],
     });
-    if (result?.applied) {
-      void vscode.window.showInformationMessage(`Autocomp: ${result.message || `applied ${candidateId}`} (Undo reverts it).`);
-    } else {
-      void vscode.window.showWarningMessage(`Autocomp: not applied — ${result?.message ?? "the server gave no reason"}`);
+    // On success the server itself announces the rewrite (with the figures and "Undo reverts
+    // it"); only a refusal needs saying here.
+    if (!result?.applied) {
+      void vscode.window.showWarningMessage(`Autocomp: ${candidateId} not applied — ${result?.message ?? "the server gave no reason"}`);
     }
   }
 
@@ -282,7 +283,10 @@ export class Commands {
   private async pickCandidate(job: JobStatus, correctOnly: boolean, placeHolder: string): Promise<CandidateSummary | undefined> {
     const client = await this.server.require();
     const run = await client.sendRequest<RunResult>(Method.run, { jobId: job.jobId });
-    const pool = correctOnly ? run.candidates.filter((c) => isCorrectVerdict(c.verdict)) : run.candidates;
+    // The starting kernel (no parent) is listed for its metric but is nothing to apply.
+    const pool = correctOnly
+      ? run.candidates.filter((c) => isCorrectVerdict(c.verdict) && c.parent !== null)
+      : run.candidates;
     if (pool.length === 0) {
       void vscode.window.showInformationMessage(
         correctOnly

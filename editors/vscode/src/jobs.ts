@@ -11,6 +11,7 @@ export class JobStore {
   private readonly jobs = new Map<string, JobStatus>();
   private readonly order: string[] = [];
   private readonly listeners = new Set<JobListener>();
+  private readonly clearListeners = new Set<() => void>();
 
   /** Record a status; listeners hear about it with the status it replaces. */
   update(job: JobStatus): void {
@@ -29,6 +30,12 @@ export class JobStore {
   onDidChange(listener: JobListener): { dispose(): void } {
     this.listeners.add(listener);
     return { dispose: () => this.listeners.delete(listener) };
+  }
+
+  /** Heard after clear(): every job is gone at once. */
+  onDidClear(listener: () => void): { dispose(): void } {
+    this.clearListeners.add(listener);
+    return { dispose: () => this.clearListeners.delete(listener) };
   }
 
   get(jobId: string): JobStatus | undefined {
@@ -53,5 +60,8 @@ export class JobStore {
   clear(): void {
     this.jobs.clear();
     this.order.length = 0;
+    for (const listener of [...this.clearListeners]) {
+      listener();
+    }
   }
 }

@@ -86,7 +86,7 @@ export function startFailureMessage(launch: Launch, error: unknown, serverSaid =
       : `\`${launch.display}\` exited during start-up${serverSaid ? ` saying: ${serverSaid}` : ` (${detail})`}`;
   return (
     `Autocomp could not start its language server: ${cause}. ` +
-    "Fix: install Autocomp into a Python 3.10–3.12 environment (`pip install -e .` in the Autocomp checkout, or `pip install autocomp`), " +
+    "Fix: install Autocomp into a Python 3.10–3.12 environment (`pip install -e .` in the Autocomp checkout), " +
     'then set "autocomp.server.pythonPath" to that environment\'s python, or "autocomp.server.path" to its `autocomp` executable, and run "Autocomp: Restart Server". ' +
     "The Autocomp output channel has the server's own error."
   );

@@ -30,14 +30,15 @@ body { font-family: var(--vscode-font-family); color: var(--vscode-foreground); 
 h1 { font-size: 1.3em; margin-bottom: 4px; }
 .sub { color: var(--vscode-descriptionForeground); margin-top: 0; }
 .banner { padding: 6px 10px; margin: 8px 0; border-left: 3px solid var(--vscode-editorWarning-foreground, #cca700); background: var(--vscode-textBlockQuote-background); }
-table { border-collapse: collapse; width: 100%; margin-top: 12px; }
+.table-wrap { overflow-x: auto; }
+table { border-collapse: collapse; width: 100%; margin-top: 12px; font-size: 0.92em; }
 th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid var(--vscode-panel-border, #444); vertical-align: top; }
 th { font-weight: 600; }
 td.num { text-align: right; white-space: nowrap; font-variant-numeric: tabular-nums; }
 tr.best td { font-weight: 600; }
 .verdict-correct { color: var(--vscode-testing-iconPassed, #73c991); }
 .verdict-bad { color: var(--vscode-testing-iconFailed, #f14c4c); }
-.plan { max-width: 46em; white-space: pre-wrap; }
+.plan { min-width: 14em; max-width: 46em; white-space: pre-wrap; }
 button { background: var(--vscode-button-background); color: var(--vscode-button-foreground); border: none; padding: 2px 8px; margin-right: 4px; cursor: pointer; }
 button:hover { background: var(--vscode-button-hoverBackground); }
 .chart .grid { stroke: var(--vscode-panel-border, #444); stroke-width: 1; }
@@ -90,11 +91,10 @@ export function renderRunPage(run: RunResult, ctx: PageContext): string {
   }
   const rows = run.candidates.map((c) => {
     const best = c.id === job.bestCandidateId ? " class=\"best\"" : "";
-    const actions =
-      `<button data-action="diff" data-candidate="${escapeHtml(c.id)}" title="Open a diff against the original kernel">Diff</button>` +
-      (c.verdict === "correct"
-        ? `<button data-action="apply" data-candidate="${escapeHtml(c.id)}" title="Replace the kernel in the editor with this candidate">Apply</button>`
-        : "");
+    // The starting kernel (no parent) has nothing to diff or apply.
+    const diffButton = `<button data-action="diff" data-candidate="${escapeHtml(c.id)}" title="Open a diff against the original kernel">Diff</button>`;
+    const applyButton = `<button data-action="apply" data-candidate="${escapeHtml(c.id)}" title="Replace the kernel in the editor with this candidate">Apply</button>`;
+    const actions = c.parent === null ? "" : diffButton + (c.verdict === "correct" ? applyButton : "");
     return (
       `<tr${best} data-candidate-row="${escapeHtml(c.id)}">` +
       `<td>${escapeHtml(c.id)}</td>` +
@@ -111,7 +111,7 @@ export function renderRunPage(run: RunResult, ctx: PageContext): string {
   const table =
     run.candidates.length === 0
       ? `<p class="sub">No candidate evaluated yet.</p>`
-      : `<table><thead><tr><th>Candidate</th><th>Iter.</th><th>Parent</th><th>Plan</th><th>Verdict</th><th>Metric</th><th>Speedup</th><th></th></tr></thead><tbody>${rows.join("")}</tbody></table>`;
+      : `<div class="table-wrap"><table><thead><tr><th>Candidate</th><th>Iter.</th><th>Parent</th><th>Plan</th><th>Verdict</th><th>Metric</th><th>Speedup</th><th></th></tr></thead><tbody>${rows.join("")}</tbody></table></div>`;
   return `<!DOCTYPE html>
 <html lang="en">
 <head>

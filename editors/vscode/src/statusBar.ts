@@ -11,12 +11,12 @@ import type { JobStore } from "./jobs";
 
 export class JobStatusBar implements vscode.Disposable {
   private readonly item: vscode.StatusBarItem;
-  private readonly subscription: { dispose(): void };
+  private readonly subscriptions: { dispose(): void }[];
 
   constructor(private readonly jobs: JobStore) {
     this.item = vscode.window.createStatusBarItem("autocomp.job", vscode.StatusBarAlignment.Left, 50);
     this.item.name = "Autocomp optimization";
-    this.subscription = jobs.onDidChange(() => this.render());
+    this.subscriptions = [jobs.onDidChange(() => this.render()), jobs.onDidClear(() => this.render())];
     this.render();
   }
 
@@ -41,7 +41,7 @@ export class JobStatusBar implements vscode.Disposable {
   }
 
   dispose(): void {
-    this.subscription.dispose();
+    this.subscriptions.forEach((s) => s.dispose());
     this.item.dispose();
   }
 }

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import { JobStore } from "../src/jobs";
-import { PYTHON_BOOTSTRAP, serverLaunch, startFailureMessage } from "../src/launch";
+import { findOnPath, PYTHON_BOOTSTRAP, serverLaunch, startFailureMessage } from "../src/launch";
 import type { JobStatus } from "../src/protocol";
 import { serverEnvironment } from "../src/secrets";
 
@@ -39,6 +39,25 @@ test("the failure message names the cause and the settings that fix it", () => {
   assert.match(startFailureMessage(py, new Error("ModuleNotFoundError: No module named 'autocomp'")), /has no `autocomp` package/);
 });
 
+test("the server's own last words are quoted when it exits during start-up", () => {
+  const launch = serverLaunch({ path: "autocomp", pythonPath: "", extraArgs: [] });
+  const text = startFailureMessage(launch, new Error("Pending response rejected since connection got disposed"), "autocomp: error: unrecognized arguments: --stdio");
+  assert.match(text, /`autocomp lsp` exited during start-up saying: autocomp: error: unrecognized arguments: --stdio/);
+  const py = serverLaunch({ path: "", pythonPath: "/venv/bin/python", extraArgs: [] });
+  assert.match(startFailureMessage(py, new Error("closed"), "ModuleNotFoundError: No module named 'autocomp'"), /has no `autocomp` package/);
+});
+
+test("commands are looked up on PATH the way spawn would", () => {
+  const present = new Set(["/usr/local/bin/autocomp", "/opt/py/bin/python"]);
+  const isExe = (f: string) => present.has(f);
+  assert.equal(findOnPath("autocomp", "/usr/bin:/usr/local/bin", isExe), "/usr/local/bin/autocomp");
+  assert.equal(findOnPath("autocomp", "/usr/bin", isExe), undefined);
+  assert.equal(findOnPath("/opt/py/bin/python", "", isExe), "/opt/py/bin/python");
+  assert.equal(findOnPath("/opt/py/bin/python3", "/opt/py/bin", isExe), undefined);
+  // The real check: node itself is an executable on this PATH.
+  assert.ok(findOnPath(process.execPath, ""));
+});
+
 test("stored keys reach the server only where the environment has none", async () => {
   const secrets = new Map([
     ["autocomp.apiKey.openai", "sk-stored"],
@@ -71,6 +90,9 @@ test("the job store focuses the latest running job and reports transitions", () 
   store.update(status("b", "finished"));
   assert.equal(store.focus()?.jobId, "b");
   assert.deepEqual(seen, ["a:-->running", "b:-->running", "a:running->running", "a:running->cancelled", "b:running->finished"]);
+  let cleared = 0;
+  store.onDidClear(() => cleared++);
   store.clear();
   assert.equal(store.focus(), undefined);
+  assert.equal(cleared, 1);
 });

@@ -24,7 +24,8 @@ function run(): RunResult {
       confirmed: true,
     },
     candidates: [
-      { id: "c1", parent: null, iteration: 1, plan: "tile <i> & j", verdict: "correct", metric: { value: 2000, unit: "cycles", source: "gemmini timing model" }, speedup: 1.25 },
+      { id: "c0", parent: null, iteration: 0, plan: "the starting kernel", verdict: "correct", metric: { value: 2500, unit: "cycles", source: "gemmini timing model" }, speedup: 1 },
+      { id: "c1", parent: "c0", iteration: 1, plan: "tile <i> & j", verdict: "correct", metric: { value: 2000, unit: "cycles", source: "gemmini timing model" }, speedup: 1.25 },
       { id: "c2", parent: "c1", iteration: 2, plan: "double buffer", verdict: "correct", metric: { value: 1000, unit: "cycles", source: "gemmini timing model" }, speedup: 2.5 },
       { id: "c3", parent: "c1", iteration: 2, plan: "unroll", verdict: "incorrect", metric: null, speedup: null },
     ],
@@ -38,7 +39,7 @@ test("html escaping covers markup and quotes", () => {
 
 test("the page lists every candidate with plan, verdict, metric and speedup", () => {
   const html = renderRunPage(run(), { nonce: "N0NCE", cspSource: "vscode-resource:" });
-  for (const id of ["c1", "c2", "c3"]) {
+  for (const id of ["c0", "c1", "c2", "c3"]) {
     assert.match(html, new RegExp(`data-candidate-row="${id}"`));
   }
   assert.match(html, /tile &lt;i&gt; &amp; j/);
@@ -49,8 +50,9 @@ test("the page lists every candidate with plan, verdict, metric and speedup", ()
   assert.match(html, /Recorded session \(replay\)/);
 });
 
-test("only correct candidates get an Apply button", () => {
+test("only correct candidates get an Apply button, never the starting kernel", () => {
   const html = renderRunPage(run(), { nonce: "N0NCE", cspSource: "vscode-resource:" });
+  assert.doesNotMatch(html, /data-candidate="c0"/);
   assert.match(html, /data-action="apply" data-candidate="c1"/);
   assert.match(html, /data-action="apply" data-candidate="c2"/);
   assert.doesNotMatch(html, /data-action="apply" data-candidate="c3"/);

@@ -19,6 +19,7 @@ const LINE = Number(env("LINE"));
 const SHOTS = env("SHOTS");
 const WS_FILE = env("WS_FILE");
 const ORIGINAL = env("ORIGINAL");
+const SETTINGS = env("SETTINGS");
 const FINISH_TIMEOUT = Number(process.env.FINISH_TIMEOUT || "600") * 1000;
 const { chromium } = createRequire(import.meta.url)(env("PLAYWRIGHT"));
 
@@ -99,9 +100,9 @@ async function pick(text) {
 }
 
 async function toast(pattern, timeout) {
-  const loc = page.locator(".notification-toast", { hasText: pattern }).first();
+  const loc = page.locator(".notification-toast .notification-list-item-message", { hasText: pattern }).first();
   await loc.waitFor({ state: "visible", timeout });
-  return ((await loc.textContent()) || "").replace(/\s+/g, " ").trim();
+  return ((await loc.innerText()) || "").replace(/\s+/g, " ").trim();
 }
 
 async function clearToasts() {
@@ -159,7 +160,12 @@ try {
     if (!/finished/.test(text)) {
       throw new Error(`the second run did not finish: ${text}`);
     }
-    const message = await toast(/Autocomp:/, 30000);
+    const best = Number(/best ([\d.]+)x/.exec(text)?.[1] ?? "0");
+    if (!(best > 1)) {
+      throw new Error(`the finished run found no speedup: ${text}`);
+    }
+    // The server announces the outcome ("Autocomp rewrote ..." when it applied the kernel).
+    const message = await toast(/Autocomp rewrote|Autocomp:/, 30000);
     say(`toast: ${message}`);
     await page.waitForTimeout(1000);
     await shot("run2-applied", "the second run finished; the faster kernel applied in the editor");
@@ -182,9 +188,11 @@ try {
   });
 
   await step("show-run", async () => {
+    await runCommand("View: Close Primary Side Bar");
+    await runCommand("View: Close All Editors");
     await runCommand("Autocomp: Show Run");
     await pick("finished");
-    await page.locator("iframe.webview, .webview iframe, iframe").first().waitFor({ timeout: 30000 });
+    await page.locator("iframe.webview").first().waitFor({ state: "visible", timeout: 30000 });
     await page.waitForTimeout(3000);
     await shot("run-view", "the run view: candidates with plan, verdict, metric, speedup and the chart");
   });
@@ -206,6 +214,24 @@ try {
     writeFileSync(join(SHOTS, "applied-kernel.txt"), after);
     say(`the applied kernel differs from the original (${before.length} -> ${after.length} chars); saved as applied-kernel.txt`);
     await shot("applied-saved", "the example saved with the applied kernel");
+  });
+  await step("server-missing", async () => {
+    // Point the server setting at a command that does not exist: the extension must say so,
+    // with the fix, in one message.
+    await clearToasts();
+    const settings = JSON.parse(readFileSync(SETTINGS, "utf8"));
+    settings["autocomp.server.path"] = "/nonexistent/bin/autocomp";
+    writeFileSync(SETTINGS, JSON.stringify(settings, null, 2));
+    const restart = page.locator(".notification-toast", { hasText: "server settings changed" }).locator("a.monaco-button, .monaco-button", { hasText: "Restart Server" }).first();
+    await restart.waitFor({ state: "visible", timeout: 30000 });
+    await restart.click();
+    const message = await toast(/could not start its language server/, 30000);
+    say(`toast: ${message}`);
+    if (!/autocomp\.server\.path/.test(message) || !/was not found/.test(message)) {
+      throw new Error(`the start-failure message lacks the cause or the fix: ${message}`);
+    }
+    await page.waitForTimeout(500);
+    await shot("server-missing", "a server command that does not exist: one message with the cause and the fix");
   });
   say("all steps passed");
 } finally {

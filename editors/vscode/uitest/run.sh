@@ -3,7 +3,12 @@
 # Chromium, driven by Playwright). Not part of .ci/run: it installs code-server (Node 24,
 # native builds, about 3 minutes the first time) and runs real optimizations.
 #
-#   editors/vscode/uitest/run.sh [SCREENSHOT_DIR]
+#   editors/vscode/uitest/run.sh [--double] [SCREENSHOT_DIR]
+#
+# By default it optimizes the bundled Gemmini example with its recorded session (real
+# engine, real Spike evaluation, LLM replies replayed). With --double it uses the scripted
+# target, a TEST DOUBLE of a backend, with a session authored on the spot from
+# uitest/double/scale.script.json: the same editor scenario in seconds, without a simulator.
 #
 # Environment (all optional):
 #   AUTOCOMP_UITEST_EXAMPLE  kernel file to optimize  (default: the bundled Gemmini example)
@@ -17,10 +22,16 @@
 #   AUTOCOMP_UITEST_TIMEOUT  seconds to wait for the second run to finish (default 600)
 set -euo pipefail
 
+double=0
+if [ "${1:-}" = "--double" ]; then
+  double=1
+  shift
+fi
 here="$(cd "$(dirname "$0")" && pwd)"
 ext="$(cd "$here/.." && pwd)"
 repo="$(cd "$ext/../.." && pwd)"
 shots="$(mkdir -p "${1:-/tmp/autocomp-vscode-uitest/screenshots}" && cd "${1:-/tmp/autocomp-vscode-uitest/screenshots}" && pwd)"
+rm -f "$shots"/*.png "$shots"/applied-kernel.txt
 cache="${AUTOCOMP_UITEST_CACHE:-$HOME/.cache/autocomp-vscode-uitest}"
 code_server_version="4.139.1"
 playwright_version="1.65.1"
@@ -74,8 +85,23 @@ fi
 python3 "$here/lsp_ping.py" "$autocomp_bin"
 
 # --- 7. A fresh workspace with the example, its recorded session and the settings.
-example="${AUTOCOMP_UITEST_EXAMPLE:-$repo/examples/gemmini/matmul_tiled.c}"
-session="${AUTOCOMP_UITEST_SESSION:-${example%.*}.session.jsonl}"
+work="$(mktemp -d /tmp/autocomp-uitest.XXXXXX)"
+if [ "$double" = 1 ]; then
+  # The scripted double: search sizes here and in the settings below must match, since the
+  # prompts (and so the recorded replies' hashes) depend on them.
+  example="$here/double/scale.kern"
+  session="$work/scale.session.jsonl"
+  search=(--iterations 3 --beam 2 --plans 2 --implementations 1)
+  log "authoring the double's session (real engine, fake LLM double, scripted backend double)"
+  python3 -m autocomp.testing.author_session "$here/double/scale.script.json" --record "$session" -- \
+    "$example" --target scripted "${search[@]}" >"$shots/author-session.log" 2>&1 || { cat "$shots/author-session.log"; exit 1; }
+  AUTOCOMP_UITEST_LINE="${AUTOCOMP_UITEST_LINE:-6}"
+  AUTOCOMP_UITEST_SETTINGS='{"files.associations": {"*.kern": "c"}, "autocomp.targets": ["scripted"],
+    "autocomp.target.scripted": {"latency": 1.5}, "autocomp.search.iterations": 3, "autocomp.search.beam": 2,
+    "autocomp.search.plans": 2, "autocomp.search.implementations": 1}'
+fi
+example="${example:-${AUTOCOMP_UITEST_EXAMPLE:-$repo/examples/gemmini/gemm_64.c}}"
+session="${session:-${AUTOCOMP_UITEST_SESSION:-${example%.*}.session.jsonl}}"
 for f in "$example" "$session"; do
   [ -f "$f" ] || { echo "uitest: missing $f (set AUTOCOMP_UITEST_EXAMPLE / AUTOCOMP_UITEST_SESSION)" >&2; exit 1; }
 done
@@ -89,7 +115,6 @@ if [ -z "$line" ]; then
   fi
   line="$((${line:-1} + 1))"
 fi
-work="$(mktemp -d /tmp/autocomp-uitest.XXXXXX)"
 trap 'kill "${cs_pid:-}" 2>/dev/null || true; wait "${cs_pid:-}" 2>/dev/null || true' EXIT
 mkdir -p "$work/ws/.vscode" "$work/user/User" "$work/extensions" "$work/home"
 cp "$example" "$work/ws/"
@@ -110,6 +135,7 @@ process.stdout.write(JSON.stringify(settings, null, 2));
 cat >"$work/user/User/settings.json" <<'JSON'
 {
   "workbench.startupEditor": "none",
+  "workbench.secondarySideBar.defaultVisibility": "hidden",
   "workbench.tips.enabled": false,
   "workbench.enableExperiments": false,
   "security.workspace.trust.enabled": false,
@@ -144,7 +170,7 @@ curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null
 # --- 9. The scenario in the browser.
 log "driving VS Code (screenshots in $shots)"
 URL="http://127.0.0.1:$port/?folder=$work/ws" FILE="$(basename "$example")" LINE="$line" SHOTS="$shots" \
-  WS_FILE="$ws_file" ORIGINAL="$work/original.txt" PLAYWRIGHT="$cache/driver/node_modules/playwright-core" \
+  WS_FILE="$ws_file" ORIGINAL="$work/original.txt" SETTINGS="$work/ws/.vscode/settings.json" PLAYWRIGHT="$cache/driver/node_modules/playwright-core" \
   FINISH_TIMEOUT="${AUTOCOMP_UITEST_TIMEOUT:-600}" \
   node "$here/drive.mjs"
 log "passed; screenshots:"

@@ -1,0 +1,131 @@
+;;; autocomp.el --- Autocomp language server through eglot  -*- lexical-binding: t; -*-
+
+;; Copy this file somewhere on your `load-path' and add to your init file:
+;;
+;;   (require 'autocomp)
+;;   (setq autocomp-settings '(:llm ["openai:gpt-4o"] :search (:iterations 8)))
+;;   (add-hook 'c-mode-hook #'eglot-ensure)       ; Gemmini C
+;;   (add-hook 'python-mode-hook #'eglot-ensure)  ; NKI
+;;
+;; Then, on a kernel: M-x eglot-code-actions (or C-c a o below) offers "Optimize kernel";
+;; the search runs in the background, candidates appear as notes (flymake diagnostics)
+;; with "Apply this candidate (2.10x)" / "Show diff" actions, the echo area shows the
+;; job status, and the final rewrite is one edit that `undo' reverts.
+;;
+;; eglot 1.9 (Debian 12's elpa-eglot) has no code lenses and no progress UI: everything
+;; here goes through code actions, diagnostics, messages and commands, which it has.
+;; eglot uses one server per major mode: listing a mode in `autocomp-eglot-modes' makes
+;; Autocomp that mode's server (instead of, say, clangd or pylsp) in eglot.
+
+;;; Code:
+
+(require 'cl-lib)
+(require 'eglot)
+(require 'jsonrpc)
+
+(defgroup autocomp nil
+  "LLM-driven, hardware-verified kernel optimization."
+  :group 'tools)
+
+(defcustom autocomp-lsp-command '("autocomp" "lsp")
+  "Command that starts the Autocomp language server."
+  :type '(repeat string))
+
+(defcustom autocomp-eglot-modes '(c-mode c++-mode python-mode)
+  "Major modes whose eglot server is Autocomp."
+  :type '(repeat symbol))
+
+(defcustom autocomp-settings '()
+  "The `autocomp.*' settings as a plist, e.g.
+  (:llm [\"openai:gpt-4o\"] :search (:iterations 8 :beam 4) :minSpeedup 1.05
+   :target (:gemmini (:spike \"/opt/spike/bin/spike\")))
+Sent as initializationOptions and answered on workspace/configuration."
+  :type 'sexp)
+
+(defvar autocomp-status-functions nil
+  "Functions called with each autocomp/jobStatus plist (:jobId :state :bestSpeedup ...).")
+
+(defvar autocomp-last-status nil
+  "The most recent autocomp/jobStatus plist.")
+
+(defclass eglot-autocomp (eglot-lsp-server) ()
+  :documentation "The Autocomp language server.")
+
+(cl-defmethod eglot-initialization-options ((_server eglot-autocomp))
+  (list :autocomp (or autocomp-settings eglot--{})))
+
+(defun autocomp--workspace-configuration (_server)
+  "Answer workspace/configuration for the `autocomp' section."
+  (list :autocomp (or autocomp-settings eglot--{})))
+
+(cl-defmethod eglot-handle-notification
+  ((_server eglot-autocomp) (_method (eql autocomp/jobStatus)) &rest status)
+  "Show job progress in the echo area (eglot 1.9 has no progress UI)."
+  (setq autocomp-last-status status)
+  (run-hook-with-args 'autocomp-status-functions status)
+  (let ((best (plist-get status :bestSpeedup)))
+    (message "Autocomp %s: %s it %s/%s, %s candidates, best %s"
+             (plist-get status :kernel) (plist-get status :state)
+             (plist-get status :iteration) (plist-get status :iterations)
+             (plist-get status :evaluated)
+             (if (numberp best) (format "%.2fx" best) "-"))))
+
+(defun autocomp--server ()
+  (let ((server (eglot-current-server)))
+    (unless (and server (cl-typep server 'eglot-autocomp))
+      (user-error "Autocomp is not managing this buffer (M-x eglot)"))
+    server))
+
+(defun autocomp-optimize (&optional restart)
+  "Optimize the kernel at point; with prefix argument RESTART a running job."
+  (interactive "P")
+  (let ((result (jsonrpc-request
+                 (autocomp--server) :workspace/executeCommand
+                 `(:command "autocomp.optimize"
+                   :arguments [(:uri ,(eglot--path-to-uri (buffer-file-name))
+                                :line ,(1- (line-number-at-pos))
+                                :restart ,(if restart t :json-false))]))))
+    (message "Autocomp: job %s" (plist-get result :jobId))))
+
+(defun autocomp-cancel ()
+  "Stop Autocomp jobs on this buffer's kernels (the best so far is offered)."
+  (interactive)
+  (jsonrpc-request (autocomp--server) :workspace/executeCommand
+                   `(:command "autocomp.cancel"
+                     :arguments [(:uri ,(eglot--path-to-uri (buffer-file-name)))])))
+
+(defun autocomp-jobs ()
+  "List Autocomp jobs."
+  (interactive)
+  (let ((jobs (plist-get (jsonrpc-request (autocomp--server) :autocomp/jobs eglot--{}) :jobs)))
+    (message "%s"
+             (if (seq-empty-p jobs) "Autocomp: no jobs"
+               (mapconcat (lambda (j)
+                            (format "%s %s %s best %s: %s" (plist-get j :jobId) (plist-get j :kernel)
+                                    (plist-get j :state) (plist-get j :bestSpeedup) (plist-get j :message)))
+                          jobs "\n")))))
+
+(defun autocomp-setup ()
+  "Register Autocomp with eglot for `autocomp-eglot-modes'."
+  (setq-default eglot-workspace-configuration #'autocomp--workspace-configuration)
+  (add-to-list 'eglot-server-programs
+               `(,autocomp-eglot-modes . (eglot-autocomp ,@autocomp-lsp-command))))
+
+(defvar autocomp-command-map
+  (let ((map (make-sparse-keymap)))
+    (define-key map (kbd "o") #'autocomp-optimize)
+    (define-key map (kbd "c") #'autocomp-cancel)
+    (define-key map (kbd "j") #'autocomp-jobs)
+    (define-key map (kbd "a") #'eglot-code-actions)
+    map)
+  "Autocomp commands; bound to C-c a in eglot-managed buffers.")
+
+(add-hook 'eglot-managed-mode-hook
+          (lambda ()
+            (when (cl-typep (eglot-current-server) 'eglot-autocomp)
+              (local-set-key (kbd "C-c a") autocomp-command-map))))
+
+(autocomp-setup)
+
+(provide 'autocomp)
+;;; autocomp.el ends here

@@ -1,0 +1,67 @@
+"""The verified-and-timed tier on a real GPU. Skipped, with the reason, where none is
+visible; bench/gpu_check.sh runs the same path end to end on a GPU host."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from autocomp.backends.cuda import CudaBackend
+from autocomp.model import Verdict
+
+from cuda_testlib import example, requires_gpu, requires_nvcc
+
+pytestmark = [requires_nvcc, requires_gpu, pytest.mark.gpu]
+
+
+@pytest.fixture
+def gpu_backend(cache_dir):
+    return CudaBackend({"cache_dir": str(cache_dir), "seeds": [0, 1]})
+
+
+def test_cu_example_is_verified_and_timed(gpu_backend):
+    path, text = example("row_softmax.cu")
+    problem = gpu_backend.make_problem(path, text)
+    (ev,) = asyncio.run(gpu_backend.evaluate(problem, [problem.code]))
+    assert ev.verdict is Verdict.CORRECT and ev.confirmed and ev.tier == "verified and timed", ev.feedback
+    assert ev.metrics["ms"].unit == "ms" and ev.metrics["ms"].source.startswith("cuda events, ")
+    assert ev.metrics["trials"].value >= 100
+
+
+def test_cu_candidate_that_skips_work_is_caught_by_poisoned_outputs(gpu_backend):
+    path, text = example("row_softmax.cu")
+    problem = gpu_backend.make_problem(path, text)
+    lazy = problem.code.replace("for (int c = 0; c < cols; ++c) out[c] = expf(in[c] - m) / s;",
+                                "for (int c = 0; c < cols / 2; ++c) out[c] = expf(in[c] - m) / s;")
+    (ev,) = asyncio.run(gpu_backend.evaluate(problem, [lazy]))
+    assert ev.verdict is Verdict.INCORRECT and "never written" in ev.feedback
+
+
+def test_cu_candidate_that_writes_its_input_is_caught(gpu_backend):
+    path, text = example("row_softmax.cu")
+    problem = gpu_backend.make_problem(path, text)
+    sneaky = problem.code.replace("void row_softmax_kernel(const float* x,", "void row_softmax_kernel(float* x,").replace(
+        "    for (int c = 0; c < cols; ++c) out[c] = expf(in[c] - m) / s;\n",
+        "    for (int c = 0; c < cols; ++c) out[c] = expf(in[c] - m) / s;\n    ((float*)in)[0] = 0.f;\n").replace(
+        "row_softmax_kernel<<<(rows + threads - 1) / threads, threads>>>(x,", "row_softmax_kernel<<<(rows + threads - 1) / threads, threads>>>((float*)x,")
+    (ev,) = asyncio.run(gpu_backend.evaluate(problem, [sneaky]))
+    assert ev.verdict is Verdict.INCORRECT and "modified its inputs" in ev.feedback
+
+
+def test_kernelbench_example_is_verified_against_pytorch(gpu_backend):
+    pytest.importorskip("torch", reason="PyTorch with CUDA is needed for KernelBench-style problems")
+    path, text = example("row_sum.py")
+    problem = gpu_backend.make_problem(path, text)
+    (ev,) = asyncio.run(gpu_backend.evaluate(problem, [problem.code]))
+    assert ev.verdict is Verdict.CORRECT and ev.confirmed, ev.feedback
+    assert ev.metrics["reference_ms"].value > 0 and "PyTorch reference" in ev.feedback
+
+
+def test_kernelbench_candidate_returning_an_unwritten_buffer_is_caught(gpu_backend):
+    pytest.importorskip("torch", reason="PyTorch with CUDA is needed for KernelBench-style problems")
+    path, text = example("row_sum.py")
+    problem = gpu_backend.make_problem(path, text)
+    stale = problem.code.replace("    y[row] = s;\n", "    if (s == 12345.f) y[row] = s;\n")
+    (ev,) = asyncio.run(gpu_backend.evaluate(problem, [stale]))
+    assert ev.verdict is Verdict.INCORRECT, ev.feedback

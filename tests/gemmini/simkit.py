@@ -1,0 +1,67 @@
+"""Helpers for the Gemmini simulator tests: compile a C program with gemmini.h and run it on
+Spike with Autocomp's Gemmini model (the real toolchain; no doubles).
+
+The C programs check their own results on the CPU and exit non-zero on a mismatch, or use
+harness markers (measure/snapshot) when a test needs modelled cycles or memory contents.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+from autocomp.backends.gemmini.toolchain import GemminiToolchain, SimRun
+
+PRELUDE = """
+#include "gemmini.h"
+#include "autocomp_harness.h"
+static int failures;
+#define CHECK(cond, ...) do { if (!(cond)) { failures++; if (failures < 10) { printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\\n"); } } } while (0)
+static uint64_t rng_state = 88172645463325252ull;
+static uint32_t rnd(void) { rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17; return (uint32_t)rng_state; }
+static elem_t rnd_elem(void) { uint32_t r = rnd() % 10; if (r == 0) return 127; if (r == 1) return -128; return (elem_t)(rnd() & 0xff); }
+/* Reference scaling, written independently of gemmini.h: float product, ties-to-even, saturate. */
+static elem_t ref_scale(int32_t x, float s) { float y = nearbyintf((float)x * s); return y > 127 ? 127 : (y < -128 ? -128 : (elem_t)y); }
+"""
+
+_TOOLCHAIN: GemminiToolchain | None = None
+
+
+def toolchain() -> GemminiToolchain:
+    global _TOOLCHAIN
+    if _TOOLCHAIN is None:
+        _TOOLCHAIN = GemminiToolchain.discover({})
+    return _TOOLCHAIN
+
+
+def run_c(
+    tmp_path: Path,
+    body: str,
+    regions: dict[str, tuple[str, int]] | None = None,
+    max_instructions: int = 50_000_000,
+    timeout: float = 60,
+    prelude: bool = True,
+) -> SimRun:
+    """Compile ``PRELUDE + body`` and run it; fails the test if it does not compile."""
+    src = tmp_path / "prog.c"
+    src.write_text((PRELUDE if prelude else "") + body)
+    elf = tmp_path / "prog.elf"
+    tc = toolchain()
+
+    async def go() -> SimRun:
+        res = await tc.compile([str(src)], str(elf), str(tmp_path))
+        assert res.ok, res.tail()
+        return await tc.run(str(elf), str(tmp_path), regions or {}, timeout=timeout, max_instructions=max_instructions)
+
+    return asyncio.run(go())
+
+
+def assert_ok(run: SimRun) -> None:
+    assert run.error == "", run.error
+    assert not run.timed_out, run.stdout
+    assert run.exit_code == 0, run.stdout
+
+
+def tools_present() -> bool:
+    return bool(shutil.which("riscv64-unknown-elf-gcc") and shutil.which("dtc"))

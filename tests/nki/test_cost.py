@@ -1,0 +1,139 @@
+"""Cost-model sanity: more work never estimates faster, wider tiles beat narrow ones,
+every parameter has a source, and the DMA bandwidth booking never double-books."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+import nki
+import nki.isa as nisa
+import nki.language as nl
+from autocomp.backends.nki.cost import PARAMS_FILE, _reserve, estimate, load_params
+from autocomp.backends.nki.trace import Instr, trace_from_json, trace_to_json
+
+from conftest import run
+
+
+def _cycles(kernel, *arrays) -> float:
+    return estimate(run(kernel, *arrays).trace).cycles
+
+
+def make_vector_kernel(passes: int, width: int):
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        for _ in range(passes):
+            for j in nl.affine_range(a.shape[1] // width):
+                nisa.tensor_scalar(dst=t[:, j * width:(j + 1) * width], data=t[:, j * width:(j + 1) * width],
+                                   op0=nl.multiply, operand0=1.0)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    return k
+
+
+A = np.ones((128, 2048), np.float32)
+
+
+@pytest.mark.parametrize("width", [64, 256, 2048])
+def test_strictly_more_work_on_the_same_engine_never_estimates_faster(width):
+    costs = [_cycles(make_vector_kernel(p, width), A) for p in (1, 2, 3, 5)]
+    assert costs == sorted(costs) and costs[0] < costs[-1]
+
+
+def test_wider_free_dimension_tiles_estimate_faster():
+    narrow, medium, wide = (_cycles(make_vector_kernel(2, w), A) for w in (32, 256, 2048))
+    assert wide < medium < narrow
+
+
+def test_wider_matmul_moving_tiles_estimate_faster():
+    def mm(width):
+        @nki.jit
+        def k(a):
+            out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+            s = nl.ndarray((128, 128), dtype=nl.bfloat16, buffer=nl.sbuf)
+            m = nl.ndarray((128, 512), dtype=nl.bfloat16, buffer=nl.sbuf)
+            nisa.memset(dst=s, value=1.0)
+            nisa.memset(dst=m, value=1.0)
+            p = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+            for j in nl.affine_range(512 // width):
+                nisa.nc_matmul(dst=p[:, j * width:(j + 1) * width], stationary=s, moving=m[:, j * width:(j + 1) * width],
+                               accumulate=False)
+            r = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=r, src=p)
+            nisa.dma_copy(dst=out, src=r)
+            return out
+
+        return _cycles(k, A)
+
+    assert mm(512) < mm(128) < mm(32)
+
+
+def test_small_contiguous_dma_runs_cost_more():
+    def loader(cols):
+        @nki.jit
+        def k(a):
+            out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+            t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.memset(dst=t, value=0.0)
+            for j in nl.affine_range(2048 // cols):
+                nisa.dma_copy(dst=t[:, 0:min(cols, 64)], src=a[:, j * cols:j * cols + min(cols, 64)])
+            nisa.dma_copy(dst=out, src=t)
+            return out
+
+        return _cycles(k, A)
+
+    assert loader(16) > loader(64)
+
+
+def test_random_traces_adding_an_instruction_never_reduces_the_estimate():
+    rnd = random.Random(7)
+    engines = ["tensor", "vector", "scalar", "gpsimd", "dma"]
+    for _ in range(200):
+        trace = []
+        for _ in range(rnd.randint(1, 25)):
+            e = rnd.choice(engines)
+            alloc = rnd.randint(1, 4)
+            reads = ((alloc, 0, 128, 0, rnd.choice([256, 1024])),)
+            writes = ((rnd.randint(1, 4), 0, 128, 0, 512),)
+            info = {"bytes": rnd.randint(1, 1 << 18), "chunk_bytes": rnd.choice([64, 512, 4096])} if e == "dma" else {}
+            trace.append(Instr("op", e, 1, 128, rnd.randint(1, 2048), rnd.choice([2, 4]), reads, writes, info))
+        base = estimate(trace).cycles
+        extra = list(trace) + [Instr("op", rnd.choice(engines), 1, 128, rnd.randint(1, 2048), 4,
+                                     ((1, 0, 128, 0, 512),), ((2, 0, 128, 0, 512),), {"bytes": 4096, "chunk_bytes": 4096})]
+        assert estimate(extra).cycles >= base
+
+
+def test_bandwidth_booking_never_overlaps():
+    rnd = random.Random(3)
+    busy: list[list[float]] = []
+    booked = []
+    for _ in range(300):
+        length = rnd.uniform(1, 50)
+        start = _reserve(busy, rnd.uniform(0, 2000), length)
+        booked.append((start, start + length))
+    booked.sort()
+    for (a0, a1), (b0, b1) in zip(booked, booked[1:]):
+        assert a1 <= b0 + 1e-9
+    assert sum(hi - lo for lo, hi in busy) == pytest.approx(sum(b - a for a, b in booked))
+
+
+def test_every_parameter_has_value_unit_and_source():
+    import tomllib
+
+    data = tomllib.loads(PARAMS_FILE.read_text())
+    assert len(data) >= 10
+    for name, entry in data.items():
+        assert {"value", "unit", "source"} <= set(entry), name
+        assert len(entry["source"]) > 15, name
+    assert load_params()["clock_ghz"] > 0
+
+
+def test_trace_round_trips_through_json():
+    res = run(make_vector_kernel(1, 512), A)
+    assert trace_from_json(trace_to_json(res.trace)) == res.trace

@@ -1,0 +1,49 @@
+"""The shipped examples: each step of every authored session is correct and strictly
+faster (estimated) than its parent, and an evaluation takes well under a few seconds."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from autocomp.backends import get_backend
+from autocomp.model import Verdict
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples" / "nki"
+NAMES = ["gemm", "rmsnorm", "layernorm", "softmax"]
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_each_step_is_correct_and_faster(name):
+    backend = get_backend("nki", {"seeds": [0, 1]})
+    path = EXAMPLES / f"{name}.py"
+    problem = backend.make_problem(str(path), path.read_text())
+    steps = sorted((EXAMPLES / "steps").glob(f"{name}_*.py"))
+    assert len(steps) >= 3
+    codes = [problem.code] + [backend.make_problem(str(s), s.read_text()).code for s in steps]
+    start = time.monotonic()
+    evs = asyncio.run(backend.evaluate(problem, codes))
+    elapsed = time.monotonic() - start
+    cycles = []
+    for step, ev in zip(["original"] + [s.name for s in steps], evs):
+        assert ev.verdict is Verdict.CORRECT, f"{step}: {ev.feedback}"
+        cycles.append(ev.metrics["cycles"].value)
+    assert all(b < a for a, b in zip(cycles, cycles[1:])), cycles
+    assert elapsed / len(codes) < 3.0
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_session_script_and_recording_exist(name):
+    script = json.loads((EXAMPLES / "sessions" / f"{name}.script.json").read_text())
+    roles = {r["role"] for r in script["rules"]}
+    assert {"plan", "implement"} <= roles
+    session = (EXAMPLES / f"{name}.session.jsonl").read_text().splitlines()
+    header = json.loads(session[0])
+    assert "authored" in header.get("note", "")
+    kinds = [json.loads(line)["kind"] for line in session[1:]]
+    assert kinds.count("implement") >= 3

@@ -1,0 +1,158 @@
+"""End-to-end evaluation through NkiBackend: children, verdicts decided in the parent,
+and kernels that cheat."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from autocomp.backends import get_backend
+from autocomp.backends.base import BackendError
+from autocomp.model import Verdict
+
+BASE = '''import numpy as np
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+CACHE = []
+
+
+@nki.jit
+def scale_add(a, b):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(a.shape[0] // 128):
+        x = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        y = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=x, src=a[i * 128:(i + 1) * 128, :])
+        nisa.dma_copy(dst=y, src=b[i * 128:(i + 1) * 128, :])
+        z = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.scalar_tensor_tensor(dst=z, data=x, op0=nl.multiply, operand0=2.0, op1=nl.add, operand1=y)
+        nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=z)
+    return out
+
+
+def get_inputs(rng):
+    return [rng.standard_normal((256, 128)).astype(np.float32), rng.standard_normal((256, 128)).astype(np.float32)]
+'''
+
+BODY_START = BASE.index("@nki.jit")
+BODY_END = BASE.index("def get_inputs")
+ORIGINAL = BASE[BODY_START:BODY_END].rstrip() + "\n"
+
+
+def variant(old: str, new: str) -> str:
+    assert old in ORIGINAL, old
+    return ORIGINAL.replace(old, new)
+
+
+@pytest.fixture(scope="module")
+def backend_problem(tmp_path_factory):
+    path = tmp_path_factory.mktemp("k") / "scale_add.py"
+    path.write_text(BASE)
+    backend = get_backend("nki", {"timeout": 5, "seeds": [0, 1]})
+    return backend, backend.make_problem(str(path), BASE)
+
+
+def evaluate(backend_problem, codes):
+    backend, problem = backend_problem
+    return asyncio.run(backend.evaluate(problem, codes))
+
+
+def test_original_is_correct_with_an_estimate_that_is_never_confirmed(backend_problem):
+    (ev,) = evaluate(backend_problem, [ORIGINAL])
+    assert ev.verdict is Verdict.CORRECT, ev.feedback
+    m = ev.metrics["cycles"]
+    assert (m.unit, m.source) == ("cycles", "nki estimate") and m.value > 0
+    assert ev.confirmed is False and ev.tier == "nki interpreter"
+    assert "VectorE" in ev.feedback and "DMA" in ev.feedback and "not a measurement" in ev.feedback
+
+
+FORWARD = "nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=z)"
+CHEATS = {
+    # prints the pass line and stores nothing: the output stays poisoned / unwritten
+    "prints_pass": (variant(FORWARD, "print('PASS: all outputs match')"), Verdict.RUNTIME_ERROR),
+    # returns a constant instead of computing
+    "constant": (variant("        nisa.scalar_tensor_tensor(dst=z, data=x, op0=nl.multiply, operand0=2.0, op1=nl.add, operand1=y)",
+                         "        nisa.memset(dst=z, value=0.5)"), Verdict.INCORRECT),
+    # skips half of the work
+    "skips_work": (variant("nl.affine_range(a.shape[0] // 128)", "nl.affine_range(1)"), Verdict.RUNTIME_ERROR),
+    # computes on the host with NumPy
+    "host_numpy": (variant("    return out", "    out = np.asarray(a) * 2\n    return out"), Verdict.REJECTED),
+    # reaches into the interpreter's memory
+    "private": (variant("    return out", "    out._data[...] = 0\n    return out"), Verdict.REJECTED),
+    # imports something
+    "imports": (variant("    return out", "    import os\n    return out"), Verdict.REJECTED),
+    # writes to its input
+    "modifies_input": (variant(FORWARD, FORWARD + "\n        nisa.dma_copy(dst=a[i * 128:(i + 1) * 128, :], src=z)"),
+                       Verdict.INCORRECT),
+    # keeps results of an earlier run in module state (stale buffer)
+    "stale_buffer": (variant("    return out", "    CACHE.append(out)\n    return CACHE[0]"), Verdict.INCORRECT),
+    # mixes API styles
+    "mixed_api": (variant(FORWARD, "nl.store(out[i * 128:(i + 1) * 128, :], value=z)"), Verdict.REJECTED),
+    "syntax": (variant("    return out", "    return out +"), Verdict.COMPILE_ERROR),
+    "loops_forever": (variant("    return out", "    while True:\n        pass\n    return out"), Verdict.TIMEOUT),
+}
+
+
+def test_cheating_and_broken_kernels_are_rejected(backend_problem):
+    names = list(CHEATS)
+    evs = evaluate(backend_problem, [CHEATS[n][0] for n in names])
+    for name, ev in zip(names, evs):
+        assert ev.verdict is CHEATS[name][1], f"{name}: {ev.verdict} {ev.feedback}"
+        assert not ev.metrics, name
+    by_name = dict(zip(names, evs))
+    assert "never written" in by_name["prints_pass"].feedback
+    assert "modified its input" in by_name["modifies_input"].feedback
+
+
+def test_constraint_violation_feedback_names_line_and_limit(backend_problem):
+    _, problem = backend_problem
+    code = variant("nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)\n        y",
+                   "nl.ndarray((256, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)\n        y")
+    (ev,) = evaluate(backend_problem, [code])
+    assert ev.verdict is Verdict.RUNTIME_ERROR
+    assert f"{problem.path}:13: in nl.ndarray:" in ev.feedback and "[limit: partition dimension (axis 0) <= 128]" in ev.feedback
+
+
+def test_loop_carried_dependency_in_affine_range_is_caught(backend_problem):
+    code = variant("nl.affine_range(a.shape[0] // 128)", "nl.affine_range(a.shape[0] // 128)")
+    code = code.replace("        nisa.dma_copy(dst=y, src=b[i * 128:(i + 1) * 128, :])",
+                        "        nisa.dma_copy(dst=y, src=b[i * 128:(i + 1) * 128, :])\n"
+                        "        if i > 0:\n"
+                        "            nisa.dma_copy(dst=y, src=out[(i - 1) * 128:i * 128, :])")
+    (ev,) = evaluate(backend_problem, [code])
+    assert ev.verdict in (Verdict.RUNTIME_ERROR,), ev.feedback
+    assert "affine_range" in ev.feedback
+
+
+def test_original_that_fails_is_a_backend_error(tmp_path):
+    text = BASE.replace("operand0=2.0", "operand0=a")
+    path = tmp_path / "bad.py"
+    path.write_text(text)
+    backend = get_backend("nki", {"timeout": 20, "seeds": [0]})
+    problem = backend.make_problem(str(path), text)
+    with pytest.raises(BackendError, match="fails in the NKI interpreter"):
+        asyncio.run(backend.evaluate(problem, [problem.code]))
+
+
+def test_inputs_from_annotations(tmp_path):
+    text = BASE.replace("def get_inputs(rng):", "def unused(rng):") + '\nINPUT_SPECS = {"a": ("float32", (128, 64)), "b": ("float32", (128, 64))}\n'
+    path = tmp_path / "annotated.py"
+    path.write_text(text)
+    backend = get_backend("nki", {"timeout": 20, "seeds": [0]})
+    problem = backend.make_problem(str(path), text)
+    (ev,) = asyncio.run(backend.evaluate(problem, [problem.code]))
+    assert ev.verdict is Verdict.CORRECT, ev.feedback
+
+
+def test_detection_and_tier():
+    backend = get_backend("nki")
+    assert backend.name == "nki" and backend.file_suffixes == (".py",) and backend.primary_metric == "cycles"
+    spans = backend.detect("x.py", BASE)
+    assert [s.name for s in spans] == ["scale_add"]
+    assert backend.detect("x.py", "def f(:\n") == []
+    assert backend.tier().confirms is False
+    names = {c.name: c for c in backend.doctor()}
+    assert names["numpy"].found and names["ml_dtypes"].found and "nki interpreter" in names["active tier"].detail
