@@ -41,6 +41,7 @@ from autocomp.llm.pool import LLMPool
 from autocomp.menu import rng_for, sample_menu
 from autocomp.model import Candidate, Evaluation, Problem, Usage, Verdict, speedup
 from autocomp.prompting import implement_request, plan_request, repair_request
+from autocomp.prompts import pieces_for_file
 from autocomp.store import Store
 
 _DONE = object()
@@ -68,7 +69,7 @@ class BeamSearch:
         self.run_id = run_id or (store.new_run_id(problem.name) if store else f"run-{int(time.time())}")
         self.seed_plans = list(seed_plans or [])
         self.evaluator = evaluator or Evaluator(backend, store)
-        self.pieces = backend.prompt_pieces()
+        self.pieces = pieces_for_file(backend.prompt_pieces(), problem.path)
         self.metric = backend.primary_metric
         self.lower_is_better = backend.lower_is_better
         self.candidates: dict[str, Candidate] = {}

@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "cuda"
-KB = ["softmax", "matmul", "layernorm", "row_sum", "bias_gelu"]
+KB = ["softmax", "matmul", "layernorm", "row_mean", "bias_gelu"]
 SEARCH_FLAGS = ["--iterations", "2", "--beam", "1", "--plans", "2", "--implementations", "1", "--seed", "0"]
 
 
@@ -259,7 +259,7 @@ async def main_async(args: argparse.Namespace) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=os.environ.get("GPU_CHECK_OUT", "gpu_check_out"))
-    parser.add_argument("--only", nargs="*", help="example names (softmax matmul layernorm row_sum bias_gelu row_softmax_cu)")
+    parser.add_argument("--only", nargs="*", help="example names (softmax matmul layernorm row_mean bias_gelu row_softmax_cu)")
     parser.add_argument("--budget", type=float, default=460.0, help="seconds for the whole check")
     parser.add_argument("--compile-only", action="store_true", help="no GPU: run the compile tier on everything")
     return asyncio.run(main_async(parser.parse_args()))

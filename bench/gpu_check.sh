@@ -35,7 +35,8 @@ fi
 export AUTOCOMP_HOME="${AUTOCOMP_HOME:-$WORK/home}"
 export AUTOCOMP_CUDA_CACHE="${AUTOCOMP_CUDA_CACHE:-$WORK/cuda-cache}"  # shared by both phases: builds are reused
 export PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
-OUT="${GPU_CHECK_OUT:-$ROOT/gpu_check_out}"
+OUT="${GPU_CHECK_OUT:-${TMPDIR:-/tmp}/autocomp-gpu-check-out}"
+echo "gpu_check: results and recorded sessions go to $OUT"
 
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
 exec timeout 475 "$PY" "$ROOT/bench/gpu_check.py" --out "$OUT" "$@"

@@ -55,10 +55,16 @@ def _nki_case() -> tuple[str, str, int, list[dict[str, Any]], dict[str, Any]]:
 
     examples = REPO / "examples" / "nki"
     backend = get_backend("nki")
-    replies = []
+    kernels = []
     for step in sorted((examples / "steps").glob("gemm_*.py")):
         text = step.read_text()
-        replies.append(f"```python\n{backend.detect(str(step), text)[0].text_of(text)}```\n")
+        kernels.append(backend.detect(str(step), text)[0].text_of(text))
+    # Distinct variants (a numbered comment in the body) so every candidate is really
+    # evaluated instead of being dropped as a duplicate or served from the cache.
+    replies = []
+    for i in range(200):
+        head, _, body = kernels[i % len(kernels)].partition("):\n")
+        replies.append(f"```python\n{head}):\n    # variant {i}\n{body}```\n")
     rules = [
         {"role": "plan", "replies": [f"Plan number {i}: reuse operands in SBUF." for i in range(50)]},
         {"role": "implement", "replies": replies},

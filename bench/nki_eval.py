@@ -15,12 +15,18 @@ import argparse
 import asyncio
 import importlib.util
 import json
+import os
 import statistics
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
+# One BLAS thread, as in the evaluation children: the interpreter's matmuls are small and
+# BLAS thread pools only contend on a shared machine.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "nki"

@@ -4,7 +4,9 @@
 - ``menu.toml``      — ``options = ["...", ...]``: the optimization menu (dropout samples it)
 - ``rules.md``       — what keeps code correct on this target
 - ``examples.md``    — worked before/after examples for the implementation prompt
-- ``target.toml``    — ``language = "c"`` (the code-fence tag replies must use), ``noun``
+- ``target.toml``    — ``language = "c"`` (the code-fence tag replies must use), ``noun``,
+  and optionally ``[languages]`` mapping a file suffix to another fence tag (CUDA's
+  KernelBench files are Python)
 
 ``common/plan.md`` and ``common/implement.md`` are the two prompt templates
 (``string.Template`` ``$names`` so C braces need no escaping). Users can point
@@ -13,6 +15,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from dataclasses import dataclass, field
@@ -87,3 +90,13 @@ def load_pieces(target: str) -> PromptPieces:
         noun=str(meta.get("noun", "kernel")),
         extra={k: v for k, v in meta.items() if k not in ("language", "noun")},
     )
+
+
+def pieces_for_file(pieces: PromptPieces, path: str) -> PromptPieces:
+    """The pieces with the fence language of this kernel file (``[languages]`` table)."""
+    languages = pieces.extra.get("languages") or {}
+    suffix = os.path.splitext(path)[1].lower()
+    language = languages.get(suffix)
+    if not language or language == pieces.language:
+        return pieces
+    return dataclasses.replace(pieces, language=str(language))

@@ -133,7 +133,8 @@ class Job:
 class JobRegistry:
     """Every job and background task of the server; at most one running job per kernel."""
 
-    def __init__(self, history: int = 50) -> None:
+    def __init__(self, history: int = 50, stop_grace: float = 3.0) -> None:
+        self.stop_grace = stop_grace
         self.jobs: dict[str, Job] = {}
         self._aux: set[asyncio.Task[Any]] = set()
         self._history = history
@@ -175,7 +176,13 @@ class JobRegistry:
         return task
 
     def stop(self, job: Job) -> bool:
-        """Ask a running job to end; True when it was running."""
+        """Ask a running job to end; True when it was running.
+
+        The engine's ``stop()`` ends the run cleanly with the best so far; if the job is
+        still running ``stop_grace`` seconds later (an LLM request that ignores
+        cancellation, say), its task is cancelled outright, which ends the search and
+        kills its evaluator processes. Candidates seen so far stay offered either way.
+        """
         if not job.active:
             return False
         job.message = "cancelling"
@@ -189,7 +196,15 @@ class JobRegistry:
                     job.task.cancel()
         elif job.task is not None:
             job.task.cancel()
+        task = job.task
+        if task is not None and not task.done():
+            asyncio.get_running_loop().call_later(self.stop_grace, self._force_stop, job)
         return True
+
+    def _force_stop(self, job: Job) -> None:
+        if job.task is not None and not job.task.done():
+            log.warning("%s did not stop within %.0f s of search.stop(); cancelling its task", job.id, self.stop_grace)
+            job.task.cancel()
 
     async def wait(self, job: Job, grace: float = 5.0) -> None:
         """Wait for a stopped job to end; cancel its task if it does not in ``grace`` s."""

@@ -40,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err("interrupted")
         return 130
+    except BrokenPipeError:  # `autocomp ... | head`: the reader left, nothing to report
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ first line, which is what the LLM sees.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import os

@@ -15,59 +15,24 @@ from dataclasses import dataclass, field
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 
 
+_MASKED = re.compile(
+    r"//[^\n]*"                               # line comment
+    r"|/\*.*?(?:\*/|\Z)"                      # block comment (unterminated: to the end)
+    r"|\"(?:\\.|[^\"\\\n])*(?:\"|(?=\n)|\Z)"      # string literal (unterminated: to the line end)
+    r"|'(?:\\.|[^'\\\n])*(?:'|(?=\n)|\Z)"         # character literal
+    r"|^[ \t]*\#(?:[^\n]*\\\n)*[^\n]*",            # preprocessor line with continuations
+    re.DOTALL | re.MULTILINE,
+)
+
+
+def _blank_match(m: re.Match[str]) -> str:
+    return re.sub(r"[^\n]", " ", m.group(0))
+
+
 def mask(text: str) -> str:
     """Same-length copy of ``text`` with comments, string/char literals and preprocessor
     lines replaced by spaces (newlines kept), so offsets and line numbers still match."""
-    out = list(text)
-    i, n = 0, len(text)
-    at_line_start = True
-    while i < n:
-        c = text[i]
-        if c == "\n":
-            at_line_start = True
-            i += 1
-            continue
-        if at_line_start and c == "#":
-            # preprocessor line, with backslash continuations
-            j = i
-            while j < n:
-                if text[j] == "\n" and (j == 0 or text[j - 1] != "\\"):
-                    break
-                j += 1
-            for k in range(i, j):
-                if out[k] != "\n":
-                    out[k] = " "
-            i = j
-            continue
-        if not c.isspace():
-            at_line_start = False
-        if text.startswith("//", i):
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            for k in range(i, j):
-                out[k] = " "
-            i = j
-            continue
-        if text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            for k in range(i, j):
-                if out[k] != "\n":
-                    out[k] = " "
-            i = j
-            continue
-        if c in "\"'":
-            j = i + 1
-            while j < n and text[j] != c and text[j] != "\n":
-                j += 2 if text[j] == "\\" else 1
-            j = min(j + 1, n)
-            for k in range(i, j):
-                if out[k] != "\n":
-                    out[k] = " "
-            i = j
-            continue
-        i += 1
-    return "".join(out)
+    return _MASKED.sub(_blank_match, text)
 
 
 @dataclass
@@ -94,6 +59,18 @@ class CFunction:
 def line_of(text: str, offset: int) -> int:
     """0-based line number of ``offset``."""
     return text.count("\n", 0, offset)
+
+
+class LineIndex:
+    """Offset -> line lookups in O(log n), for files with many functions."""
+
+    def __init__(self, text: str) -> None:
+        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def line(self, offset: int) -> int:
+        import bisect
+
+        return bisect.bisect_right(self.starts, offset) - 1
 
 
 def _match(masked: str, open_at: int, open_ch: str, close_ch: str) -> int:

@@ -52,19 +52,20 @@ def detect_cu(text: str) -> list[KernelSpan]:
         if m and m.group(1).split()[:1] == ["entry"] and len(m.group(1).split()) == 2:
             annotated_entry = m.group(1).split()[1]
     entries = [f for f in funcs if f.is_host and (f.launches or f.name == annotated_entry)]
+    lines = cscan.LineIndex(text)
     spans: list[KernelSpan] = []
     if entries:
         start = cscan.code_start_line(text)
         for f in entries:
-            end_line = cscan.line_of(text, f.end - 1) + 1
-            first = min(start, cscan.line_of(text, f.header_start))
+            end_line = lines.line(f.end - 1) + 1
+            first = min(start, lines.line(f.header_start))
             spans.append(KernelSpan(f.name, TARGET, first, end_line))
             start = end_line
         return spans
     for f in funcs:
         if f.is_global:
             spans.append(
-                KernelSpan(f.name, TARGET, cscan.line_of(text, f.header_start), cscan.line_of(text, f.end - 1) + 1)
+                KernelSpan(f.name, TARGET, lines.line(f.header_start), lines.line(f.end - 1) + 1)
             )
     return spans
 

@@ -189,6 +189,8 @@ class GemminiBackend(Backend):
     # -- evaluation ------------------------------------------------------------------
     async def evaluate(self, problem: Problem, codes: Sequence[str]) -> list[Evaluation]:
         prep = self.prepare(problem)
+        if not codes:
+            return []
         toolchain = self.toolchain()
         slots = asyncio.Semaphore(cpu_slots())
         key = (problem.content_hash() + self.cache_identity(), prep.seeds)
@@ -213,9 +215,13 @@ class GemminiBackend(Backend):
                 results = list(await asyncio.gather(*reruns))
             return [self._judge(prep, ref, r) for r in results]
         finally:
-            for t in tasks + ([ref_task] if ref_task else []):
-                if not t.done():
-                    t.cancel()
+            # On cancel or error, stop every build/run and wait until their processes are
+            # killed and their directories removed before returning.
+            pending = [t for t in tasks + ([ref_task] if ref_task else []) if not t.done()]
+            for t in pending:
+                t.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
 
     async def _reference(self, problem: Problem, prep: Prepared, toolchain: Any, slots: asyncio.Semaphore) -> Reference:
         """Run the original kernel; its snapshots are what candidates must reproduce."""
@@ -438,6 +444,7 @@ def summary(sim: Any) -> str:
 
 
 _DIAG = re.compile(r"^(?:\./)?kernel\.c:(\d+)(:\d+)?(:)", re.M)
+_GUTTER = re.compile(r"^(\s*)(\d+) \|", re.M)
 
 
 def _line_count(code: str) -> int:
@@ -464,7 +471,17 @@ def map_compiler_message(text: str, span: KernelSpan, code_lines: int, file_labe
         for l in text.splitlines()
         if not l.startswith("In file included from") and not re.match(r"\s+from [\w./-]+:\d+[:,]$", l)
     ]
-    return _DIAG.sub(repl, "\n".join(kept)).strip()
+    def gutter(m: re.Match) -> str:
+        # gcc's source excerpts ("   25 | code") use file lines too
+        line = int(m.group(2))
+        if span.start_line < line <= span.start_line + code_lines:
+            line -= span.start_line
+        elif line > span.start_line + code_lines:
+            line = line - code_lines + original_len
+        return f"{m.group(1)}{line:>{len(m.group(2))}} |"
+
+    text = _DIAG.sub(repl, "\n".join(kept))
+    return _GUTTER.sub(gutter, text).strip()
 
 
 def _tail(text: str, limit: int = 1500) -> str:

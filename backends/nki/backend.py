@@ -50,6 +50,7 @@ class NkiBackend(Backend):
             reorder=bool(self.settings.get("check_reorder", True)),
         )
         self._neuron = None
+        self._real: str | None = None  # version of a working Neuron SDK ("" when none), probed once
         mode = str(self.settings.get("tier", "auto"))
         if mode not in ("auto", "interpreter", "neuron"):
             raise BackendError(f"autocomp.target.nki.tier must be auto, interpreter or neuron, not {mode!r}")
@@ -63,7 +64,9 @@ class NkiBackend(Backend):
     def _use_neuron(self) -> bool:
         if self.mode == "interpreter":
             return False
-        real = _sdk_importable("new") or _sdk_importable("old")
+        if self._real is None:
+            self._real = _sdk_importable("new") or _sdk_importable("old") or ""
+        real = self._real
         if self.mode == "neuron" and not real:
             raise BackendError("tier=neuron needs the AWS Neuron SDK (nki / neuronxcc) installed; "
                                "see https://awsdocs-neuron.readthedocs-hosted.com — or use tier=interpreter")
@@ -96,7 +99,7 @@ class NkiBackend(Backend):
         return self._neuron
 
     def tier(self) -> TierInfo:
-        if self.mode != "interpreter" and (_sdk_importable("new") or _sdk_importable("old")):
+        if self._use_neuron():
             from autocomp.backends.nki.neuron import has_device
 
             if has_device():

@@ -6,7 +6,7 @@ and the tiles it overwrites are no longer being read or written (write-after-rea
 Engines therefore overlap wherever the kernel's data flow allows. DMAs occupy the DMA
 queue for their transfer time (bytes over HBM bandwidth, small contiguous runs rounded up)
 and land after a fixed latency, with a bounded number in flight. Instruction costs follow
-the public rules of thumb in the NKI docs; every parameter lives in ``cost_params.toml``
+the public rules of thumb in the NKI docs; every parameter lives in ``params/cost_params.toml``
 with its source. The result is an *estimate* and is always labelled so.
 """
 
@@ -25,7 +25,8 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-PARAMS_FILE = Path(__file__).with_name("cost_params.toml")
+# Under params/ so the package-data glob "*/*/*.toml" ships it in wheels too.
+PARAMS_FILE = Path(__file__).resolve().parent / "params" / "cost_params.toml"
 
 
 def load_params(path: Path | None = None) -> dict[str, float]:

@@ -128,7 +128,8 @@ class Harness:
             pass
 
     # -- children ------------------------------------------------------------------
-    async def _run_child(self, file_text: str, function: str, mode: str, extra: dict[str, Any]) -> ChildRun:
+    async def _run_child(self, file_text: str, function: str, mode: str, extra: dict[str, Any],
+                         source_dir: str = "") -> ChildRun:
         workdir = tempfile.mkdtemp(prefix=f"{mode}-", dir=self._root)
         os.chmod(workdir, 0o700)
         nonce = secrets.token_hex(16)
@@ -137,7 +138,8 @@ class Harness:
         result_path = os.path.join(workdir, f"result-{nonce}.json")
         arrays_path = os.path.join(workdir, f"arrays-{nonce}.npz")
         request = {"file": kernel, "function": function, "mode": mode, "seeds": list(self.seeds), "nonce": nonce,
-                   "result": result_path, "arrays": arrays_path, "reorder": self.reorder, **extra}
+                   "result": result_path, "arrays": arrays_path, "reorder": self.reorder, "source_dir": source_dir,
+                   **extra}
         loop_id = id(asyncio.get_running_loop())
         sem = self._sems.setdefault(loop_id, asyncio.Semaphore(self.concurrency))
         async with sem:
@@ -164,7 +166,7 @@ class Harness:
                 return ChildRun(False, {"status": "error", "error": {"kind": "crash", "message": f"bad result arrays: {exc}"}},
                                 log=log, seconds=proc.seconds)
         _scrub_paths(data, kernel)
-        shutil.rmtree(workdir, ignore_errors=True) if mode != "oracle" else None
+        shutil.rmtree(workdir, ignore_errors=True)
         return ChildRun(data.get("status") == "ok", data, arrays, log=log, seconds=proc.seconds)
 
     # -- oracle --------------------------------------------------------------------
@@ -172,7 +174,7 @@ class Harness:
         key = problem.content_hash()
         if key in self._oracles:
             return self._oracles[key]
-        run = await self._run_child(problem.file_text, problem.name, "oracle", {})
+        run = await self._run_child(problem.file_text, problem.name, "oracle", {}, _source_dir(problem))
         if not run.ok:
             if run.timed_out:
                 raise BackendError(f"{problem.path}: the original kernel did not finish within {self.timeout:.0f}s in the NKI interpreter")
@@ -213,7 +215,7 @@ class Harness:
         oracle = await self.oracle(problem)
         run = await self._run_child(problem.file_with(code), problem.name, "candidate",
                                     {"inputs": {"path": oracle.inputs_path, "dtypes": oracle.input_dtypes},
-                                     "poison": oracle.out_args})
+                                     "poison": oracle.out_args}, _source_dir(problem))
         if run.timed_out:
             return Evaluation(Verdict.TIMEOUT, feedback=f"the kernel did not finish within {self.timeout:.0f}s in the interpreter")
         if not run.ok:
@@ -270,6 +272,12 @@ def _error_evaluation(err: dict[str, Any], path: str) -> Evaluation:
     if kind == "nki" and err.get("static"):
         return Evaluation(Verdict.REJECTED, feedback=msg)
     return Evaluation(Verdict.RUNTIME_ERROR, feedback=msg)
+
+
+def _source_dir(problem: Problem) -> str:
+    """The kernel file's folder, so the file's own sibling imports resolve in the child."""
+    folder = os.path.dirname(os.path.abspath(problem.path))
+    return folder if os.path.isdir(folder) else ""
 
 
 def _seq(arrays: dict[str, np.ndarray], prefix: str) -> list[np.ndarray]:

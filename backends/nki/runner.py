@@ -9,7 +9,8 @@ compares everything itself.
 Request keys: ``file``, ``function``, ``mode`` ("oracle": make inputs with the file's
 ``get_inputs``; "candidate": read them from ``inputs``), ``seeds``, ``inputs`` (npz path
 and dtype manifest), ``poison`` (argument indices to fill with NaN first), ``result`` and
-``arrays`` (where to write), ``reorder`` (bool).
+``arrays`` (where to write), ``reorder`` (bool), ``source_dir`` (the original file's folder,
+appended to sys.path for the file's own sibling imports).
 """
 
 from __future__ import annotations
@@ -95,6 +96,9 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     from autocomp.backends.nki.trace import trace_to_json
 
     install()
+    if request.get("source_dir"):
+        # After site-packages, so a file there cannot shadow numpy or the interpreter.
+        sys.path.append(str(request["source_dir"]))
     path = request["file"]
     spec = importlib.util.spec_from_file_location("autocomp_nki_kernel", path)
     module = importlib.util.module_from_spec(spec)
@@ -130,6 +134,8 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
             n = sum(1 for k in src if k.startswith(f"s{seed}_in"))
             inputs[seed] = [src[f"s{seed}_in{i}"] for i in range(n)]
     poison = set(int(i) for i in request.get("poison", []))
+    grid = getattr(module, "GRID", ())  # SPMD launch grid, e.g. GRID = (4,)
+    grid = tuple(int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,)))
 
     result: dict[str, Any] = {"status": "ok", "nonce": request["nonce"], "counts": {}}
     start = time.perf_counter()
@@ -137,7 +143,7 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
     try:
         for n, seed in enumerate(seeds):
             args = [(_poisoned(a) if i in poison else a) for i, a in enumerate(inputs[seed])]
-            res = execute(fn, args, kernel_file=path, names=names)
+            res = execute(fn, args, kernel_file=path, names=names, grid=grid)
             result["counts"][str(seed)] = [len(res.outputs), len(res.args_after)]
             for i, o in enumerate(res.outputs):
                 arrays[f"s{seed}_out{i}"] = o
@@ -148,7 +154,7 @@ def run(request: dict[str, Any]) -> dict[str, Any]:
                 result["interp_seconds"] = time.perf_counter() - start
                 if request.get("reorder", True):
                     stage = "reorder"
-                    rev = execute(fn, args, kernel_file=path, reverse_affine=True, names=names)
+                    rev = execute(fn, args, kernel_file=path, reverse_affine=True, names=names, grid=grid)
                     for i, o in enumerate(rev.outputs):
                         arrays[f"rev_out{i}"] = o
                     result["rev_count"] = len(rev.outputs)

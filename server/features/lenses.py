@@ -34,7 +34,7 @@ def code_lenses(ls: AutocompServer, uri: str) -> list[lsp.CodeLens]:
         key = (uri, kernel.name)
         job = ls.jobs.latest(uri, kernel.name)
         if job is not None and job.active:
-            out.append(_lens(line, render.status_line(job), "autocomp.cancel", {"jobId": job.id}))
+            out.append(_lens(line, render.status_line(job)))
             out.append(_lens(line, "Cancel", "autocomp.cancel", {"jobId": job.id}))
         else:
             out.append(_lens(line, "Optimize kernel", "autocomp.optimize", {"uri": uri, "kernel": kernel.name}))

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from autocomp.backends import get_backend
 from autocomp.model import Verdict
 from autocomp.prompts import load_pieces
+
+from backend_support import backend as make_backend
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "gemmini"
 
@@ -32,7 +33,7 @@ def implementations(script: Path) -> list[str]:
 @pytest.mark.parametrize("name, function", [("gemm_512", "gemm"), ("gemm_64", "gemm"), ("conv", "conv")])
 def test_session_kernels_are_verified_improvements(name, function):
     path = EXAMPLES / f"{name}.c"
-    backend = get_backend("gemmini")
+    backend = make_backend()
     problem = backend.make_problem(str(path), path.read_text(), function=function)
     codes = implementations(EXAMPLES / f"{name}.script.json")
     assert len(codes) >= 3
@@ -59,3 +60,28 @@ def test_prompt_folder():
     for word in ("scratchpad", "accumulator", "mvin", "preload", "loop_ws", "fence"):
         assert word in pieces.description
     assert "bit-identical" in pieces.rules and "```c" in pieces.examples
+
+
+def test_recorded_session_replays_to_the_best_kernel():
+    """The README's flow: replaying an example session runs the real engine and evaluator
+    with no network and ends on a verified kernel much faster than the start. If this fails
+    with a replay miss, the model or a prompt changed: run examples/gemmini/record_sessions.sh."""
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "autocomp", "optimize", str(EXAMPLES / "gemm_64.c"),
+         "--llm", f"replay:{EXAMPLES / 'gemm_64.session.jsonl'}", "--seed", "0", "--iterations", "3",
+         "--beam", "2", "--plans", "2", "--implementations", "1", "--json"],
+        capture_output=True, text=True, timeout=600,
+    )
+    events = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    verdicts = [e["candidate"]["evaluation"]["verdict"] for e in events if e.get("type") == "candidate_evaluated"]
+    assert verdicts and set(verdicts) == {"correct"}, (
+        f"{verdicts}\n{proc.stderr[-2000:]}\nre-record with examples/gemmini/record_sessions.sh"
+    )
+    start = next(e for e in events if e.get("type") == "baseline_evaluated")["candidate"]
+    best = next(e for e in events if e.get("type") == "run_finished")["best"]
+    start_cycles = start["evaluation"]["metrics"]["cycles"]["value"]
+    best_cycles = best["evaluation"]["metrics"]["cycles"]["value"]
+    assert best_cycles * 3 < start_cycles

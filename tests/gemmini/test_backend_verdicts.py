@@ -12,7 +12,9 @@ import asyncio
 
 import pytest
 
-from autocomp.backends import get_backend
+from autocomp.backends import get_backend  # noqa: F401
+
+from backend_support import backend as make_backend
 from autocomp.backends.base import BackendError
 from autocomp.model import Verdict
 
@@ -138,7 +140,7 @@ CHEATS = {
 
 @pytest.fixture(scope="module")
 def backend():
-    return get_backend("gemmini", {"max_instructions": 30_000_000, "run_timeout": 60})
+    return make_backend(max_instructions=30_000_000, run_timeout=60)
 
 
 @pytest.fixture(scope="module")
@@ -235,3 +237,49 @@ def test_substitute_harness_file(backend):
         e.feedback for e in evs
     ]
     assert "`C`" in evs[2].feedback and evs[0].metrics["cycles"].value > 0
+
+
+def test_cancelling_an_evaluation_kills_its_processes(tmp_path, monkeypatch):
+    """Cancel mid-run: every spike/gcc child is gone and every build directory removed."""
+    import os
+    import tempfile
+    import time
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    backend = make_backend(max_instructions=10_000_000_000, run_timeout=300)
+    problem = backend.make_problem("gemm32.c", ORIGINAL)
+    hang = CHEATS["hangs"][0]
+
+    def ours() -> list[str]:
+        found = []
+        for pid in os.listdir("/proc"):
+            if pid.isdigit():
+                try:
+                    with open(f"/proc/{pid}/cmdline", "rb") as f:
+                        if str(tmp_path).encode() in f.read():
+                            found.append(pid)
+                except OSError:
+                    pass
+        return found
+
+    async def scenario() -> list[str]:
+        task = asyncio.create_task(backend.evaluate(problem, [hang, hang]))
+        for _ in range(200):
+            await asyncio.sleep(0.1)
+            if ours():
+                break
+        await asyncio.sleep(1.0)
+        running = ours()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return running
+
+    running = asyncio.run(scenario())
+    assert running, "the evaluation never started a process"
+    for _ in range(50):  # SIGKILL was sent; give the kernel a moment to reap
+        if not ours():
+            break
+        time.sleep(0.1)
+    assert ours() == []
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("autocomp-gemmini-")] == []

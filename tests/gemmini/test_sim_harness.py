@@ -63,6 +63,22 @@ AUTOCOMP_HARNESS_FN int main(void) {
     assert run.cycles is None
 
 
+def test_patching_harness_code_is_detected(tmp_path):
+    """Target code that rewrites harness instructions (memory is writable) is caught at the
+    next harness command."""
+    run = run_c(tmp_path, r"""
+AUTOCOMP_HARNESS_FN static void victim(void) { printf("victim\n"); }
+__attribute__((noinline)) static void patch(void) { volatile uint32_t *p = (volatile uint32_t *)(uintptr_t)&victim; p[0] = p[0]; p[1] ^= 0; p[0] = 0x00000013; }
+AUTOCOMP_HARNESS_FN int main(void) {
+  AUTOCOMP_MEASURE_BEGIN();
+  patch();
+  AUTOCOMP_MEASURE_END();
+  return 0;
+}
+""")
+    assert "harness code was modified" in run.error, run.error
+
+
 def test_unbalanced_markers_are_errors(tmp_path):
     run = run_c(tmp_path, r"""
 AUTOCOMP_HARNESS_FN int main(void) { AUTOCOMP_MEASURE_END(); return 0; }
@@ -179,3 +195,19 @@ def test_candidate_forgery_check():
     assert candidate_may_forge("void k(void) { mvin(a, 0, 16, 16); }") is None
     assert candidate_may_forge('__attribute__((section("autocomp_harness_text"))) void f(void) {}')
     assert candidate_may_forge('asm(".pushsection .foo");')
+
+
+def test_extension_build_is_cached_by_source_hash(tmp_path, monkeypatch):
+    """First use builds the extension with the host g++ into $AUTOCOMP_HOME; the next
+    discovery finds the cached library without rebuilding."""
+    import time
+
+    monkeypatch.setenv("AUTOCOMP_HOME", str(tmp_path))
+    t0 = time.monotonic()
+    first = GemminiToolchain.discover({})
+    t1 = time.monotonic()
+    second = GemminiToolchain.discover({})
+    t2 = time.monotonic()
+    assert first.extension == second.extension
+    assert Path(first.extension).is_relative_to(tmp_path / "cache" / "gemmini-ext")
+    assert t2 - t1 < (t1 - t0)

@@ -181,3 +181,27 @@ int main(void) {
 }
 """)
     assert_ok(run)
+
+
+def test_library_resadd_and_global_average(tmp_path):
+    run = run_c(tmp_path, r"""
+static elem_t A[40][100], B[40][100], C[40][100], G[3][7][7][40], avg[3][40];
+int main(void) {
+  for (int i = 0; i < 40; i++) for (int j = 0; j < 100; j++) { A[i][j] = rnd_elem(); B[i][j] = rnd_elem(); }
+  tiled_resadd_stride_auto(37, 90, 0.5f, 2.0f, 0.25f, 100, &A[0][0], &B[0][0], &C[0][0], true, WS);
+  for (int i = 0; i < 37; i++) for (int j = 0; j < 90; j++) {
+    int32_t s = ref_scale(A[i][j], 0.5f) + ref_scale(B[i][j], 2.0f);
+    elem_t want = ref_scale(s, 0.25f);
+    CHECK(C[i][j] == (want < 0 ? 0 : want), "resadd %d,%d", i, j);
+  }
+  for (int b = 0; b < 3; b++) for (int r = 0; r < 7; r++) for (int c = 0; c < 7; c++) for (int ch = 0; ch < 40; ch++) G[b][r][c][ch] = rnd_elem();
+  tiled_global_average_auto(&G[0][0][0][0], &avg[0][0], 3, 40, 7, WS);
+  for (int b = 0; b < 3; b++) for (int ch = 0; ch < 40; ch++) {
+    int32_t s = 0;
+    for (int r = 0; r < 7; r++) for (int c = 0; c < 7; c++) s += G[b][r][c][ch];
+    CHECK(avg[b][ch] == ref_scale(s, 1.0f / 49), "average %d,%d got %d", b, ch, avg[b][ch]);
+  }
+  return failures ? 1 : 0;
+}
+""")
+    assert_ok(run)

@@ -156,3 +156,27 @@ AUTOCOMP_HARNESS_FN int main(void) {
     assert all(v > 0 for v in run.queue_busy.values())
     assert run.scratchpad_rows_used == 2 * 32 * 32 // 16  # A and B, 64 rows each
     assert run.accumulator_rows_used == 32 * 32 // 16
+
+
+def test_redundant_config_ex_in_the_compute_loop_costs_cycles(tmp_path):
+    run = run_c(tmp_path, r"""
+elem_t A[DIM][DIM] row_align(1);
+static void body(int reconfigure) {
+  gemmini_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0);
+  gemmini_config_ld(DIM);
+  gemmini_mvin(A, 0); gemmini_mvin(A, DIM);
+  for (int r = 0; r < 64; r++) {
+    if (reconfigure) gemmini_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0);
+    gemmini_preload(r == 0 ? DIM : GARBAGE_ADDR, (1u << 31) | (r % 8) * DIM);
+    if (r == 0) gemmini_compute_preloaded(0, GARBAGE_ADDR); else gemmini_compute_accumulated(0, GARBAGE_ADDR);
+  }
+}
+AUTOCOMP_HARNESS_FN int main(void) {
+  AUTOCOMP_MEASURE_BEGIN(); body(1); AUTOCOMP_MEASURE_END();
+  AUTOCOMP_MEASURE_BEGIN(); body(0); AUTOCOMP_MEASURE_END();
+  return 0;
+}
+""")
+    assert_ok(run)
+    with_configs, without = run.region_cycles
+    assert with_configs > without + 64 * 16, run.region_cycles

@@ -166,3 +166,23 @@ async def test_close_document_ends_its_job(slow_editor: Editor):
     final = await ed.wait_state(job_id, timeout=10)
     assert final["state"] == "cancelled"
     assert not ed.applied_edits
+
+
+async def test_cancel_right_after_start_with_hanging_llm(tmp_path):
+    """A stop that the search cannot honour at once (LLM requests hanging) still ends the
+    job within the grace period, and the server stays responsive."""
+    with FakeLLMServer(default_rules(), hang_after=2, hang_seconds=30) as hanging:
+        ed = await start_editor("emacs", str(tmp_path), hanging, server_settings(str(tmp_path), search={"iterations": 6}))
+        try:
+            doc = ed.open("k.kern", KERNEL)
+            job_id = (await ed.command("autocomp.optimize", {"uri": doc.uri, "line": 2}))["jobId"]
+            await asyncio.sleep(0.2)
+            started = time.monotonic()
+            assert (await ed.command("autocomp.cancel", {"jobId": job_id}))["cancelled"] is True
+            final = await ed.wait_state(job_id, timeout=15)
+            assert final["state"] == "cancelled"
+            assert time.monotonic() - started < 8
+            assert [lens.command.title for lens in await ed.lenses(doc)][0] == "Optimize kernel"
+        finally:
+            await ed.client.shutdown_session()
+            await ed.client.stop()

@@ -9,8 +9,11 @@
 #ifndef AUTOCOMP_GEMMINI_LIB_H
 #define AUTOCOMP_GEMMINI_LIB_H
 
+/* Library routines are static (header-only) and may go unused in a program. */
+#define GEMMINI_LIB_FN static __attribute__((unused))
+
 /* CPU reference: C = act(scale(A*B + D)), the semantics the accelerator paths implement. */
-static void gemmini_matmul_cpu(size_t dim_I, size_t dim_J, size_t dim_K,
+GEMMINI_LIB_FN void gemmini_matmul_cpu(size_t dim_I, size_t dim_J, size_t dim_K,
                                const elem_t *A, const elem_t *B, const void *D, void *C,
                                size_t stride_A, size_t stride_B, size_t stride_D, size_t stride_C,
                                scale_t A_scale_factor, scale_t B_scale_factor, int act,
@@ -41,7 +44,7 @@ static void gemmini_matmul_cpu(size_t dim_I, size_t dim_J, size_t dim_K,
 
 /* Tile sizes (in DIM blocks) for loop_ws: C tile within half the accumulator, A and B tiles
  * within half the scratchpad, grown from 4x4 while they fit. */
-static void gemmini_choose_tiles(size_t I, size_t J, size_t K, size_t *tI, size_t *tJ, size_t *tK) {
+GEMMINI_LIB_FN void gemmini_choose_tiles(size_t I, size_t J, size_t K, size_t *tI, size_t *tJ, size_t *tK) {
   const size_t acc_tiles = (ACC_ROWS / 2) / DIM;
   const size_t sp_tiles = (BANK_NUM * BANK_ROWS / 2) / DIM;
   size_t ti = I < 4 ? I : 4, tj = J < 4 ? J : 4;
@@ -55,7 +58,7 @@ static void gemmini_choose_tiles(size_t I, size_t J, size_t K, size_t *tI, size_
   *tI = ti; *tJ = tj; *tK = tk;
 }
 
-static void gemmini_tiled_matmul_os(size_t dim_I, size_t dim_J, size_t dim_K,
+GEMMINI_LIB_FN void gemmini_tiled_matmul_os(size_t dim_I, size_t dim_J, size_t dim_K,
                                     const elem_t *A, const elem_t *B, const void *D, void *C,
                                     size_t stride_A, size_t stride_B, size_t stride_D, size_t stride_C,
                                     scale_t A_scale_factor, scale_t B_scale_factor, int act,
@@ -95,7 +98,7 @@ static void gemmini_tiled_matmul_os(size_t dim_I, size_t dim_J, size_t dim_K,
   gemmini_fence();
 }
 
-static void tiled_matmul_auto(size_t dim_I, size_t dim_J, size_t dim_K,
+GEMMINI_LIB_FN void tiled_matmul_auto(size_t dim_I, size_t dim_J, size_t dim_K,
                               const elem_t *A, const elem_t *B, const void *D, void *C,
                               size_t stride_A, size_t stride_B, size_t stride_D, size_t stride_C,
                               scale_t A_scale_factor, scale_t B_scale_factor, scale_acc_t D_scale_factor,
@@ -159,7 +162,7 @@ static void tiled_matmul_auto(size_t dim_I, size_t dim_J, size_t dim_K,
 }
 
 /* Explicit tile sizes (in DIM blocks), as in the Gemmini library's tiled_matmul. */
-static void tiled_matmul(size_t dim_I, size_t dim_J, size_t dim_K,
+GEMMINI_LIB_FN void tiled_matmul(size_t dim_I, size_t dim_J, size_t dim_K,
                          const elem_t *A, const elem_t *B, const void *D, void *C,
                          size_t stride_A, size_t stride_B, size_t stride_D, size_t stride_C,
                          scale_t A_scale_factor, scale_t B_scale_factor, scale_acc_t D_scale_factor,
@@ -180,20 +183,22 @@ static void tiled_matmul(size_t dim_I, size_t dim_J, size_t dim_K,
  * or HWOI [kernel_dim][kernel_dim][out_channels][in_channels] with trans_weight_0132; bias
  * [out_channels] (may be NULL); output NHWC, or HWNC with trans_output_1203; optional max
  * pooling of the activated int8 output (padding counts as 0). */
-static void tiled_conv_auto(int batch_size, int in_row_dim, int in_col_dim, int in_channels,
-                            int out_channels, int out_row_dim, int out_col_dim,
-                            int stride, int input_dilation, int kernel_dilation, int padding, int kernel_dim,
-                            bool wrot180, bool trans_output_1203, bool trans_input_3120,
-                            bool trans_weight_1203, bool trans_weight_0132,
-                            const elem_t *input, const elem_t *weights, const acc_t *bias, elem_t *output,
-                            int act, acc_scale_t scale, int pool_size, int pool_stride, int pool_padding,
-                            enum tiled_matmul_type_t tiled_conv_type) {
+GEMMINI_LIB_FN void tiled_conv_stride_auto(int batch_size, int in_row_dim, int in_col_dim, int in_channels,
+                                   int out_channels, int out_row_dim, int out_col_dim,
+                                   int stride, int input_dilation, int kernel_dilation, int padding, int kernel_dim,
+                                   int in_stride, int weight_stride, int out_stride,
+                                   bool wrot180, bool trans_output_1203, bool trans_input_3120,
+                                   bool trans_weight_1203, bool trans_weight_0132,
+                                   const elem_t *input, const elem_t *weights, const acc_t *bias, elem_t *output,
+                                   int act, acc_scale_t scale, int pool_size, int pool_stride, int pool_padding,
+                                   enum tiled_matmul_type_t tiled_conv_type) {
   if (input_dilation < 1) input_dilation = 1;
   if (kernel_dilation < 1) kernel_dilation = 1;
   const size_t rows = (size_t)batch_size * out_row_dim * out_col_dim;
   const size_t patch = (size_t)kernel_dim * kernel_dim * in_channels;
   const bool pooling = pool_size > 1 || pool_stride > 1;
   const bool direct_out = !pooling && !trans_output_1203;
+  if (trans_weight_1203 || trans_weight_0132) weight_stride = out_channels;
   elem_t *cols = (elem_t *)malloc(rows * patch);
   elem_t *conv_out = direct_out ? output : (elem_t *)malloc(rows * (size_t)out_channels);
   elem_t *w = (elem_t *)weights;
@@ -233,12 +238,12 @@ static void tiled_conv_auto(int batch_size, int in_row_dim, int in_col_dim, int 
               for (int c = 0; c < in_channels; c++)
                 d[c] = input[(((size_t)c * in_row_dim + irow) * in_col_dim + icol) * batch_size + b];
             } else {
-              memcpy(d, input + (((size_t)b * in_row_dim + irow) * in_col_dim + icol) * in_channels, (size_t)in_channels);
+              memcpy(d, input + (((size_t)b * in_row_dim + irow) * in_col_dim + icol) * in_stride, (size_t)in_channels);
             }
           }
       }
   tiled_matmul_auto(rows, (size_t)out_channels, patch, cols, w, bias, conv_out,
-                    patch, (size_t)out_channels, 0, (size_t)out_channels,
+                    patch, (size_t)weight_stride, 0, direct_out ? (size_t)out_stride : (size_t)out_channels,
                     MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, 1, act, scale, 0, true,
                     false, false, false, false, 3, tiled_conv_type);
   if (!direct_out) {
@@ -265,13 +270,106 @@ static void tiled_conv_auto(int batch_size, int in_row_dim, int in_col_dim, int 
                 if (v > best) best = v;
               }
             size_t at = trans_output_1203 ? (((size_t)pr * pcols + pc) * batch_size + b) * out_channels + ch
-                                          : (((size_t)b * prows + pr) * pcols + pc) * out_channels + ch;
+                                          : (((size_t)b * prows + pr) * pcols + pc) * out_stride + ch;
             output[at] = best;
           }
     free(conv_out);
   }
   if (w != weights) free(w);
   free(cols);
+}
+
+GEMMINI_LIB_FN void tiled_conv_auto(int batch_size, int in_row_dim, int in_col_dim, int in_channels,
+                            int out_channels, int out_row_dim, int out_col_dim,
+                            int stride, int input_dilation, int kernel_dilation, int padding, int kernel_dim,
+                            bool wrot180, bool trans_output_1203, bool trans_input_3120,
+                            bool trans_weight_1203, bool trans_weight_0132,
+                            const elem_t *input, const elem_t *weights, const acc_t *bias, elem_t *output,
+                            int act, acc_scale_t scale, int pool_size, int pool_stride, int pool_padding,
+                            enum tiled_matmul_type_t tiled_conv_type) {
+  tiled_conv_stride_auto(batch_size, in_row_dim, in_col_dim, in_channels, out_channels, out_row_dim, out_col_dim,
+                         stride, input_dilation, kernel_dilation, padding, kernel_dim,
+                         in_channels, out_channels, out_channels,
+                         wrot180, trans_output_1203, trans_input_3120, trans_weight_1203, trans_weight_0132,
+                         input, weights, bias, output, act, scale, pool_size, pool_stride, pool_padding,
+                         tiled_conv_type);
+}
+
+/* C = act(C_scale * (MVIN_SCALE(A, A_scale) + MVIN_SCALE(B, B_scale))), elementwise, through
+ * loop_ws's residual-add mode in tiles that fit half the accumulator. */
+GEMMINI_LIB_FN void tiled_resadd_stride_auto(size_t I, size_t J, scale_t A_scale, scale_t B_scale, acc_scale_t C_scale,
+                                     size_t stride, const elem_t *A, const elem_t *B, elem_t *C, bool relu,
+                                     enum tiled_matmul_type_t matadd_type) {
+  if (matadd_type == CPU) {
+    for (size_t i = 0; i < I; i++)
+      for (size_t j = 0; j < J; j++) {
+        acc_t s = (acc_t)MVIN_SCALE(A[i * stride + j], A_scale) + (acc_t)MVIN_SCALE(B[i * stride + j], B_scale);
+        elem_t v = (elem_t)ACC_SCALE(s, C_scale);
+        C[i * stride + j] = relu && v < 0 ? 0 : v;
+      }
+    return;
+  }
+  gemmini_extended_config_st(stride, relu ? RELU : NO_ACTIVATION, C_scale);
+  gemmini_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0);
+  gemmini_extended4_config_ld(stride, A_scale, true, DIM, 0);
+  gemmini_extended4_config_ld(stride, B_scale, true, DIM, 1);
+  const size_t tI_max = 4, tJ_max = (ACC_ROWS / 2) / DIM / tI_max; /* tiles of DIM x DIM */
+  for (size_t i = 0; i < I; i += tI_max * DIM)
+    for (size_t j = 0; j < J; j += tJ_max * DIM) {
+      const size_t rows = I - i < tI_max * DIM ? I - i : tI_max * DIM;
+      const size_t cols = J - j < tJ_max * DIM ? J - j : tJ_max * DIM;
+      const size_t ti = (rows + DIM - 1) / DIM, tj = (cols + DIM - 1) / DIM;
+      gemmini_loop_ws(ti, tj, 0, ti * DIM - rows, tj * DIM - cols, 0,
+                      A + i * stride + j, B + i * stride + j, NULL, C + i * stride + j,
+                      stride, stride, 0, stride, false, false, false, false, false, relu ? RELU : NO_ACTIVATION, 0, 0, true);
+    }
+  gemmini_fence();
+}
+
+GEMMINI_LIB_FN void resadd_cpu(size_t I, size_t J, size_t stride, scale_t A_scale, scale_t B_scale, acc_scale_t C_scale,
+                       const elem_t *A, const elem_t *B, elem_t *C, bool relu) {
+  tiled_resadd_stride_auto(I, J, A_scale, B_scale, C_scale, stride, A, B, C, relu, CPU);
+}
+
+GEMMINI_LIB_FN void tiled_resadd_auto(size_t I, size_t J, scale_t A_scale, scale_t B_scale, acc_scale_t C_scale,
+                              const elem_t *A, const elem_t *B, elem_t *C, bool relu,
+                              enum tiled_matmul_type_t matadd_type) {
+  tiled_resadd_stride_auto(I, J, A_scale, B_scale, C_scale, J, A, B, C, relu, matadd_type);
+}
+
+/* Per-channel mean over dim x dim pixels of NHWC input (output [batches][channels]): sums
+ * accumulate in the accumulator through int8 move-ins, the mean comes out of the scaling
+ * path (scale 1/(dim*dim), ties to even). */
+GEMMINI_LIB_FN void tiled_global_average_auto(const elem_t *input, elem_t *output, int batches, int channels, int dim,
+                                      enum tiled_matmul_type_t type) {
+  const int count = dim * dim;
+  if (type == CPU) {
+    for (int b = 0; b < batches; b++)
+      for (int c = 0; c < channels; c++) {
+        acc_t s = 0;
+        for (int p = 0; p < count; p++) s += input[((size_t)b * count + p) * channels + c];
+        output[(size_t)b * channels + c] = (elem_t)ACC_SCALE(s, 1.0f / count);
+      }
+    return;
+  }
+  gemmini_extended4_config_ld(channels, MVIN_SCALE_IDENTITY, true, 1, 0);
+  gemmini_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0);
+  gemmini_extended_config_st(channels, NO_ACTIVATION, 1.0f / count);
+  const int chunk = MAX_BLOCK_LEN * DIM;
+  for (int b = 0; b < batches; b++)
+    for (int c0 = 0; c0 < channels; c0 += (ACC_ROWS / 2) * DIM) {
+      const int tile = channels - c0 < (ACC_ROWS / 2) * DIM ? channels - c0 : (ACC_ROWS / 2) * DIM;
+      for (int c = 0; c < tile; c += chunk) {
+        const int cols = tile - c < chunk ? tile - c : chunk;
+        for (int p = 0; p < count; p++)
+          gemmini_extended_mvin(input + ((size_t)b * count + p) * channels + c0 + c,
+                                (1u << 31) | (p ? (1u << 30) : 0) | (uint32_t)(c / DIM), cols, 1);
+      }
+      for (int c = 0; c < tile; c += DIM)
+        gemmini_extended_mvout(output + (size_t)b * channels + c0 + c, (1u << 31) | (uint32_t)(c / DIM),
+                               tile - c < DIM ? tile - c : DIM, 1);
+    }
+  gemmini_fence();
 }
 
 #endif /* AUTOCOMP_GEMMINI_LIB_H */

@@ -29,6 +29,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -388,6 +389,11 @@ class gemmini_t : public extension_t {
            (unsigned long long)addr, (unsigned long long)(addr + len),
            (unsigned long long)mem_lo, (unsigned long long)mem_hi);
   }
+  // A row stride so large that row r's address wraps around 2^64 must not alias valid memory.
+  void check_stride(uint64_t stride, uint32_t rows) {
+    if (rows > 1 && stride > mem_hi - mem_lo)
+      fail("DRAM row stride %llu bytes is larger than target memory", (unsigned long long)stride);
+  }
   int8_t ld8(uint64_t a) { return (int8_t)proc->get_mmu()->load<uint8_t>(a); }
   int32_t ld32(uint64_t a) {
     if ((a & 3) == 0) return (int32_t)proc->get_mmu()->load<uint32_t>(a);
@@ -469,8 +475,12 @@ class gemmini_t : public extension_t {
       }
       ex.a_stride = a_stride;
       ex.c_stride = c_stride;
+      // Changing the array's configuration waits for the mesh to drain (results of earlier
+      // computes still in flight), so a config_ex inside a compute loop costs a pipeline bubble.
       Queue& q = exq;
-      uint64_t s = start_after(q, enter(q));
+      uint64_t t = enter(q);
+      if (q.last_done > t) t = q.last_done;
+      uint64_t s = start_after(q, t);
       occupy(q, s, CONFIG_CYCLES, s + CONFIG_CYCLES);
     } else if (kind == 1) {
       cur = "config_ld";
@@ -521,6 +531,7 @@ class gemmini_t : public extension_t {
     const LoadConfig& c = ld[id];
     if (o.addr.garbage) fail("local address is GARBAGE_ADDR");
     if (o.rows == 0 || o.cols == 0) fail("rows (%u) and cols (%u) must both be at least 1", o.rows, o.cols);
+    if (o.rows > DIM) fail("%u rows exceed DIM=%u; use one move-in per DIM rows", o.rows, DIM);
     if (c.pixel_repeats > 1) fail("pixel_repeats=%u is not modelled (use 1)", c.pixel_repeats);
     const bool to_acc = o.addr.acc;
     const uint32_t ebytes = (to_acc && !c.shrunk) ? 4 : 1;
@@ -537,6 +548,7 @@ class gemmini_t : public extension_t {
       if (to_acc) check_acc(base, o.rows, cur); else check_sp(base, o.rows, cur);
     }
     const bool zeros = dram == 0;
+    if (!zeros) check_stride(c.stride, o.rows);
     if (!zeros)
       for (uint32_t r = 0; r < o.rows; r++) check_dram(dram + r * c.stride, (uint64_t)o.cols * ebytes);
 
@@ -595,6 +607,7 @@ class gemmini_t : public extension_t {
       pooled_mvout(dram, o);
       return;
     }
+    if (o.rows > DIM) fail("%u rows exceed DIM=%u; use one move-out per DIM rows", o.rows, DIM);
     const bool from_acc = o.addr.acc;
     const bool full = from_acc && o.addr.full;
     if (from_acc && o.addr.norm != 0) fail("normalization commands (address bits 26-28) are not modelled");
@@ -607,6 +620,7 @@ class gemmini_t : public extension_t {
       if (from_acc) check_acc(o.addr.row + b * DIM, o.rows, cur);
       else check_sp(o.addr.row + b * DIM, o.rows, cur);
     }
+    check_stride(st.stride, o.rows);
     for (uint32_t r = 0; r < o.rows; r++) check_dram(dram + r * st.stride, (uint64_t)o.cols * ebytes);
 
     Queue& q = stq;
@@ -908,6 +922,11 @@ class gemmini_t : public extension_t {
     if (a_spad_id == b_spad_id && a_start + a_rows > b_start)
       fail("A tiles (rows %u..%llu) and B tiles (rows %u..%u) overlap in the scratchpad; use smaller I/J/K",
            a_start, (unsigned long long)(a_start + a_rows - 1), b_start, b_end - 1);
+    const uint64_t mem = mem_hi - mem_lo;
+    if (lw.a_stride > mem || lw.b_stride > mem || lw.c_stride > mem || lw.d_stride > mem)
+      fail("a DRAM stride (A %llu, B %llu, D %llu, C %llu elements) is larger than target memory",
+           (unsigned long long)lw.a_stride, (unsigned long long)lw.b_stride,
+           (unsigned long long)lw.d_stride, (unsigned long long)lw.c_stride);
     const uint32_t acc_base = loop_acc_base;
 
     // Host: a third loop waits until the loop two back has been unrolled.
@@ -1063,12 +1082,33 @@ class gemmini_t : public extension_t {
     return false;
   }
 
+  // The harness code must stay what the host compiled: target code could otherwise patch
+  // harness instructions (memory is writable) to move the markers. Hashed at the first
+  // harness command and checked at every later one.
+  uint64_t harness_code_hash() {
+    uint64_t h = 1469598103934665603ull;
+    for (auto& r : harness_ranges)
+      for (uint64_t a = r.first; a + 8 <= r.second; a += 8) {
+        h ^= proc->get_mmu()->load<uint64_t>(a);
+        h *= 1099511628211ull;
+      }
+    return h;
+  }
+  bool harness_hashed = false;
+  uint64_t harness_hash = 0;
+  void verify_harness_code() {
+    uint64_t h = harness_code_hash();
+    if (!harness_hashed) { harness_hash = h; harness_hashed = true; return; }
+    if (h != harness_hash) fail("the harness code was modified while the program ran");
+  }
+
   void harness(uint32_t funct, reg_t pc) {
     cur = funct == F_HARNESS_MEASURE_BEGIN ? "measure_begin"
           : funct == F_HARNESS_MEASURE_END ? "measure_end" : "snapshot";
     if (!in_harness(pc))
       fail("harness command at pc 0x%llx outside the harness code; only the generated harness may measure or snapshot",
            (unsigned long long)pc);
+    verify_harness_code();
     if (funct == F_HARNESS_MEASURE_BEGIN) {
       if (measuring) fail("measure_begin while a measured region is already open");
       measuring = true;
@@ -1134,7 +1174,8 @@ class gemmini_t : public extension_t {
         cur = "loop_ws_config_bounds";
         lw.max_i = xs2 & 0xFFFF; lw.max_j = (xs2 >> 16) & 0xFFFF; lw.max_k = (xs2 >> 32) & 0xFFFF;
         lw.pad_i = xs1 & 0xFFFF; lw.pad_j = (xs1 >> 16) & 0xFFFF; lw.pad_k = (xs1 >> 32) & 0xFFFF;
-        wait_until(last_loop_issue_end); stall += ROCC_ISSUE_CYCLES;
+        // The unroller holds two loops: configuring a new one waits for the loop two back.
+        wait_until(loop_issue_end[loop_count % 2]); stall += ROCC_ISSUE_CYCLES;
         break;
       case F_LOOP_WS_ADDRS_AB: lw.a = xs1; lw.b = xs2; stall += ROCC_ISSUE_CYCLES; break;
       case F_LOOP_WS_ADDRS_DC: lw.d = xs1; lw.c = xs2; stall += ROCC_ISSUE_CYCLES; break;
@@ -1148,14 +1189,20 @@ class gemmini_t : public extension_t {
       case F_HARNESS_SNAPSHOT: harness(u.r.funct, pc); break;
       case F_HARNESS_EXIT:
         // Ignored unless it comes from the runtime's _exit (in the harness section).
-        if (in_harness(pc)) { exited = true; exit_code = (int64_t)(int32_t)xs1; write_report(); }
+        if (in_harness(pc)) {
+          cur = "exit";
+          if (harness_hashed) verify_harness_code();
+          exited = true;
+          exit_code = (int64_t)(int32_t)xs1;
+          write_report();
+        }
         break;
       default:
         if (u.r.funct >= F_LOOP_CONV_WS_CONFIG_1 && u.r.funct <= F_LOOP_CONV_WS_CONFIG_6) {
           cur = "loop_conv_ws_config";
           conv_cfg[u.r.funct - F_LOOP_CONV_WS_CONFIG_1][0] = xs1;
           conv_cfg[u.r.funct - F_LOOP_CONV_WS_CONFIG_1][1] = xs2;
-          wait_until(last_loop_issue_end); stall += ROCC_ISSUE_CYCLES;
+          wait_until(loop_issue_end[loop_count % 2]); stall += ROCC_ISSUE_CYCLES;
           break;
         }
         cur = "gemmini";
@@ -1185,7 +1232,11 @@ class gemmini_t : public extension_t {
     if (!serialize(p)) return PC_SERIALIZE_BEFORE;
     gemmini_t* g = static_cast<gemmini_t*>(p->get_extension("gemmini"));
     if (!g->proc) g->proc = p;
-    return g->handle(insn, pc);
+    try {
+      return g->handle(insn, pc);
+    } catch (const std::exception& e) {  // e.g. std::bad_alloc: report, never crash Spike
+      g->fail("internal error: %s", e.what());
+    }
   }
   static reg_t rdcycle(processor_t* p, insn_t insn, reg_t pc) {
     if (!serialize(p)) return PC_SERIALIZE_BEFORE;

@@ -56,7 +56,9 @@ constexpr uint64_t OS_DRAIN_CYCLES_PER_ROW = 1;
 // Accumulator read path for mvout (scale + activation pipeline): one row per cycle plus a
 // pipeline latency. Assumption: Gemmini's AccumulatorScale is pipelined, a few stages deep.
 constexpr uint64_t ACC_READ_LATENCY = 4;
-// Config / flush / norm commands occupy their queue for one cycle. Assumption.
+// Config / flush / norm commands occupy their queue for one cycle. Assumption. A config_ex
+// additionally waits until earlier computes have left the mesh (MESH_FILL_LATENCY), since it
+// changes the dataflow/shift/transposes the array applies (assumption, conservative).
 constexpr uint64_t CONFIG_CYCLES = 1;
 
 }  // namespace gemmini_timing

@@ -13,6 +13,7 @@ The hardware limits enforced here are those of a trn1 NeuronCore-v2 (see ``LIMIT
 from __future__ import annotations
 
 import itertools
+import math
 import os
 import sys
 import weakref
@@ -91,6 +92,16 @@ def end_run() -> list[Instr]:
 
 
 # ---------------------------------------------------------------------------- sites
+_ABS: dict[str, str] = {}
+
+
+def _abs(fname: str) -> str:
+    path = _ABS.get(fname)
+    if path is None:
+        path = _ABS[fname] = os.path.abspath(fname)
+    return path
+
+
 def call_site() -> tuple[str, int]:
     """File and line of the kernel source that made the current NKI call."""
     frame = sys._getframe(1)
@@ -98,10 +109,13 @@ def call_site() -> tuple[str, int]:
     kernel_file = STATE.kernel_file
     while frame is not None:
         fname = frame.f_code.co_filename
-        if kernel_file and os.path.abspath(fname) == kernel_file:
+        path = _abs(fname)
+        if kernel_file and path == kernel_file:
             return fname, frame.f_lineno
-        if fallback is None and not os.path.abspath(fname).startswith(_INTERP_DIR):
+        if fallback is None and not path.startswith(_INTERP_DIR):
             fallback = (fname, frame.f_lineno)
+            if not kernel_file:
+                return fallback
         frame = frame.f_back
     return fallback or ("<kernel>", 0)
 
@@ -182,7 +196,7 @@ class Allocation:
         self.is_input = False
         self.counted = False
         itemsize = np.dtype(dtype).itemsize
-        self.bytes_pp = int(np.prod(shape[1:], dtype=np.int64)) * itemsize if on_chip else 0
+        self.bytes_pp = math.prod(shape[1:]) * itemsize if on_chip else 0
         if on_chip:
             if len(shape) < 1:
                 raise fail("bad-shape", "on-chip tensors need a partition dimension", call)
@@ -423,6 +437,8 @@ def normalize_key(key: Any, shape: tuple[int, ...], call: str) -> tuple:
                 raise fail("index", f"slice step must be positive, got {step}", call)
             lo = 0 if start is None else int(start)
             hi = size if stop is None else int(stop)
+            lo = lo + size if lo < 0 else lo  # Python-style negative bounds, but never clipped
+            hi = hi + size if hi < 0 else hi
             if lo < 0 or hi > size or lo >= hi:
                 raise fail(
                     "out-of-bounds",
@@ -553,4 +569,4 @@ def region(t: Tensor) -> tuple[int, int, int, int, int]:
 
 
 def free_size(shape: tuple[int, ...]) -> int:
-    return int(np.prod(shape[1:], dtype=np.int64)) if len(shape) > 1 else 1
+    return math.prod(shape[1:]) if len(shape) > 1 else 1

@@ -86,7 +86,9 @@ def execute(fn: Callable[..., Any], arrays: Sequence[np.ndarray], *, kernel_file
     fn = getattr(fn, "func", fn)
     core.begin_run(kernel_file, reverse_affine)
     try:
-        args = [core.input_tensor(a, names[i] if i < len(names) else f"arg{i}") for i, a in enumerate(arrays)]
+        # 0-d inputs are compile-time scalars (a float scale, an int size), not HBM tensors.
+        args = [np.asarray(a).item() if np.ndim(a) == 0 else core.input_tensor(a, names[i] if i < len(names) else f"arg{i}")
+                for i, a in enumerate(arrays)]
         outputs: list[np.ndarray] = []
         if grid:
             STATE.grid = tuple(int(g) for g in grid)
@@ -98,7 +100,8 @@ def execute(fn: Callable[..., Any], arrays: Sequence[np.ndarray], *, kernel_file
             outputs = _collect(result)
         else:
             outputs = _collect(fn(*args, **(kwargs or {})))
-        after = [np.array(a._data, copy=True) for a in args]
+        after = [np.array(a._data, copy=True) if isinstance(a, Tensor) else np.asarray(arrays[i]).copy()
+                 for i, a in enumerate(args)]
         return RunResult(outputs, after, list(STATE.trace))
     finally:
         core.end_run()
@@ -226,4 +229,22 @@ def install(styles: Sequence[str] = ("new", "old")) -> dict[str, str]:
                     del sys.modules[name]
         sys.modules.update(build_modules(style))
         done[style] = "interpreter"
+    if done.get("old") == "interpreter":
+        _install_nki_jit_shim()
     return done
+
+
+def _install_nki_jit_shim() -> None:
+    """``from torch_neuronx import nki_jit`` (PyTorch-Neuron kernels) when torch_neuronx is
+    absent; a working torch_neuronx is left alone."""
+    try:
+        importlib.import_module("torch_neuronx")
+        return
+    except Exception:
+        pass
+    ops = _module("torch_neuronx.xla_impl.ops", {"nki_jit": jit})
+    xla = _module("torch_neuronx.xla_impl", {"ops": ops})
+    xla.__path__ = []
+    root = _module("torch_neuronx", {"nki_jit": jit, "xla_impl": xla})
+    root.__path__ = []
+    sys.modules.update({"torch_neuronx": root, "torch_neuronx.xla_impl": xla, "torch_neuronx.xla_impl.ops": ops})

@@ -594,7 +594,57 @@ def iota(dst: Any = None, expr: Any = None, dtype: Any = None, *, mask: Any = No
     return out if out._fresh else None
 
 
+BN_STATS_FMAX = 512
+
+
+def bn_stats(dst: Any = None, data: Any = None, *, dtype: Any = None, mask: Any = None, name: str = "",
+             call: str = "nisa.bn_stats") -> Tensor | None:
+    """Per-partition statistics of a (P, F <= 512) tile for nisa.bn_aggr (VectorE).
+
+    The six values per partition are this interpreter's own encoding (count, mean, sum of
+    squared deviations, then zeros); only bn_aggr should read them, as on hardware.
+    """
+    t = _on_chip(data, "data", call)
+    f = free_size(t.shape)
+    if f > BN_STATS_FMAX:
+        raise fail("bn-stats-limit", f"data {t.shape} has {f} elements per partition", call,
+                   f"bn_stats free size <= {BN_STATS_FMAX} (nl.tile_size.bn_stats_fmax)")
+    x = _f32(read(t, "data", call)).reshape(t.shape[0], f).astype(np.float64)
+    mean = x.mean(axis=1)
+    m2 = ((x - mean[:, None]) ** 2).sum(axis=1)
+    stats = np.zeros((t.shape[0], 6), dtype=np.float64)
+    stats[:, 0], stats[:, 1], stats[:, 2] = f, mean, m2
+    out = _output(dst, (t.shape[0], 6), dtype or F32, call)
+    _write(out, stats.astype(np.float32), mask)
+    _consume(t)
+    record("bn_stats", "vector", t.shape[0], f, _dtype_bytes(t), [t], [out])
+    return out if out._fresh else None
+
+
+def bn_aggr(dst: Any = None, data: Any = None, *, dtype: Any = None, mask: Any = None, name: str = "",
+            call: str = "nisa.bn_aggr") -> Tensor | None:
+    """Combine bn_stats results (P, 6 * k) into (P, 2) = mean and (population) variance."""
+    t = _on_chip(data, "data", call)
+    f = free_size(t.shape)
+    if f % 6:
+        raise fail("shape-mismatch", f"bn_aggr expects bn_stats results (a multiple of 6 per partition), got {t.shape}", call)
+    st = _f32(read(t, "data", call)).reshape(t.shape[0], f // 6, 6).astype(np.float64)
+    n, mean, m2 = st[..., 0], st[..., 1], st[..., 2]
+    total = n.sum(axis=1)
+    if np.any(total <= 0):
+        raise fail("bad-operand", "bn_aggr data holds no statistics (count 0); pass bn_stats results", call)
+    gmean = (n * mean).sum(axis=1) / total
+    var = (m2.sum(axis=1) + (n * (mean - gmean[:, None]) ** 2).sum(axis=1)) / total
+    out = _output(dst, (t.shape[0], 2), dtype or F32, call)
+    _write(out, np.stack([gmean, var], axis=1).astype(np.float32), mask)
+    _consume(t)
+    record("bn_aggr", "vector", t.shape[0], f, _dtype_bytes(t), [t], [out])
+    return out if out._fresh else None
+
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "bn_stats": bn_stats,
+    "bn_aggr": bn_aggr,
     "dma_copy": dma_copy,
     "nc_matmul": nc_matmul,
     "nc_transpose": nc_transpose,
@@ -676,7 +726,17 @@ def _old_dma_copy(*, dst, src, mask=None, dge_mode=None, **kw):
     return dma_copy(dst, src, mask=mask)
 
 
+def _old_bn_stats(data, *, dtype=None, mask=None, **kw):
+    return bn_stats(None, data, dtype=dtype, mask=mask)
+
+
+def _old_bn_aggr(data, *, dtype=None, mask=None, **kw):
+    return bn_aggr(None, data, dtype=dtype, mask=mask)
+
+
 OLD_FUNCTIONS: dict[str, Callable[..., Any]] = {
+    "bn_stats": _old_bn_stats,
+    "bn_aggr": _old_bn_aggr,
     "dma_copy": _old_dma_copy,
     "nc_matmul": _old_nc_matmul,
     "nc_transpose": _old_nc_transpose,

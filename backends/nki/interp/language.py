@@ -323,6 +323,12 @@ def copy(x: Any, dtype: Any = None, mask: Any = None, **kw: Any) -> Tensor:
     return isa.tensor_copy(None, x, dtype=dtype, mask=mask, call="nl.copy")
 
 
+def device_print(prefix: str, x: Any, **kw: Any) -> None:
+    """Prints a tile's shape, dtype and buffer at trace time (no values: kernels cannot
+    observe data on the host)."""
+    print(f"{prefix} {x!r}")
+
+
 def broadcast_to(x: Tensor, shape: tuple[int, ...]) -> Tensor:
     """Materialise a broadcast: along the partition axis on GpSimdE, along free axes on VectorE."""
     call = "broadcast_to"
@@ -418,7 +424,7 @@ SHARED = {
     "affine_range": affine_range, "sequential_range": sequential_range, "static_range": static_range,
     "program_id": program_id, "num_programs": num_programs, "program_ndim": program_ndim,
     "ndarray": ndarray, "zeros": zeros, "ones": ones, "full": full, "zeros_like": zeros_like,
-    "ndarray_like": ndarray_like, "empty_like": empty_like,
+    "ndarray_like": ndarray_like, "empty_like": empty_like, "device_print": device_print,
 }
 
 OLDER_ONLY = {

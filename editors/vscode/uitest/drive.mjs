@@ -145,6 +145,7 @@ try {
     await page.waitForTimeout(1200);
     await shot("run1-cancel-tooltip", "the status bar tooltip: state, progress, and 'Click to cancel'");
     await statusItem().click();
+    await page.mouse.move(800, 300); // away from the status bar, so its tooltip closes
     await waitStatus(/cancelled/, 60000, "the job cancelled");
     await toast(/cancelled|stopped/i, 30000);
     await shot("run1-cancelled", "the first run cancelled from the status bar");

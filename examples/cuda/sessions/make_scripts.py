@@ -61,8 +61,8 @@ PLANS = {
          "Single pass with sum and sum of squares (plan: one-pass moments)."],
         [("<<<rows, 256>>>", "<<<rows, 128>>>"), ("__launch_bounds__(256)", "__launch_bounds__(128)")],
     ),
-    "row_sum": (
-        "row_sum_kernel", "row_sum_block_kernel",
+    "row_mean": (
+        "row_mean_kernel", "row_mean_block_kernel",
         ["One thread block per row (plan: block per row, 256 threads). One thread per row means each warp touches "
          "32 rows 32 KB apart per load. Let 256 threads stride over a row so each warp reads 128 contiguous bytes, "
          "then reduce with __shfl_xor_sync and one shared slot per warp.",

@@ -82,10 +82,13 @@ PLANS: dict[str, list[tuple[str | list[str], str]]] = {
          "3. rstd = (ssq / D + eps) ** -0.5 with two tensor_scalar ops on the (128, 1) tile (multiply+add, then "
          "power -0.5), which also removes the ScalarE table switch."),
         (["y = nl.add(nl.multiply(xn, g), b)", "activation_reduce"],
-         "[layernorm-step-3] Fuse (xc * rstd) * gamma.\n"
-         "1. xn = xc * rstd and xn * g are two full VectorE passes.\n"
-         "2. Use nisa.scalar_tensor_tensor(data=xc, op0=np.multiply, operand0=rstd, op1=np.multiply, operand1=g) "
-         "then add beta: one pass fewer per tile."),
+         "[layernorm-step-3] Statistics with bn_stats/bn_aggr and fused scale-and-shift.\n"
+         "1. VectorE still makes five full passes per tile (mean, subtract, normalise, * gamma, + beta).\n"
+         "2. Get mean and variance from nisa.bn_stats(xt) (one pass, D = 512 fits one call) and nisa.bn_aggr "
+         "(a (128, 6) -> (128, 2) aggregation); rstd = (var + eps) ** -0.5 with one tensor_scalar (add, power).\n"
+         "3. Compute ((x - mean) * gamma) with scalar_tensor_tensor(op0=subtract, operand0=mean, op1=multiply, "
+         "operand1=g), then (* rstd + beta) with a second scalar_tensor_tensor: three full VectorE passes "
+         "instead of five, and no ScalarE work in the chain."),
     ],
     "softmax": [
         ("shifted = nl.subtract(xt, mx)",

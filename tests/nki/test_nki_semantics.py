@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import ml_dtypes
 import numpy as np
-import pytest
+
+from nki_testlib import run  # installs the interpreter modules first
 
 import nki
 import nki.isa as nisa
@@ -13,7 +14,6 @@ import neuronxcc.nki as onki
 import neuronxcc.nki.isa as onisa
 import neuronxcc.nki.language as onl
 
-from conftest import run
 
 BF16 = ml_dtypes.bfloat16
 
@@ -236,3 +236,24 @@ def test_spmd_grid_launch(rng):
     res = execute(grid_k, [x], grid=(2,))
     np.testing.assert_allclose(res.outputs[0], 3 * x)
     assert np.allclose(grid_k[2](x), 3 * x)
+
+
+@nki.jit
+def bn_k(a):
+    out = nl.ndarray((a.shape[0], 2), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = _load(a, a.shape)
+    stats = nl.ndarray((a.shape[0], 12), dtype=nl.float32, buffer=nl.sbuf)
+    half = a.shape[1] // 2
+    nisa.bn_stats(dst=stats[:, 0:6], data=t[:, 0:half])
+    nisa.bn_stats(dst=stats[:, 6:12], data=t[:, half:a.shape[1]])
+    mv = nl.ndarray((a.shape[0], 2), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.bn_aggr(dst=mv, data=stats)
+    nisa.dma_copy(dst=out, src=mv)
+    return out
+
+
+def test_bn_stats_and_bn_aggr_give_mean_and_variance(rng):
+    a = (rng.standard_normal((64, 1024)) * 3 + 1).astype(np.float32)
+    out = run(bn_k, a).outputs[0]
+    np.testing.assert_allclose(out[:, 0], a.mean(axis=1), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(out[:, 1], a.var(axis=1), rtol=1e-4)

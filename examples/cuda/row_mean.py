@@ -1,6 +1,8 @@
-"""KernelBench-style level-1 problem (written for Autocomp): sum reduction over the last
+"""KernelBench-style level-1 problem (written for Autocomp): mean over the last
 dimension of a (4096, 8192) fp32 matrix. `Model` is the PyTorch reference; `ModelNew` is
-the starting CUDA kernel that Autocomp optimizes."""
+the starting CUDA kernel that Autocomp optimizes. (A mean rather than a sum: a sequential
+fp32 sum of 8192 values differs from PyTorch's tree-ordered sum by more than the 1e-4
+tolerance on rows whose sum is near zero, so a sum problem would reject honest kernels.)"""
 
 import torch
 import torch.nn as nn
@@ -12,7 +14,7 @@ class Model(nn.Module):
         super().__init__()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.sum(x, dim=-1)
+        return torch.mean(x, dim=-1)
 
 
 rows = 4096
@@ -28,32 +30,32 @@ def get_init_inputs():
 
 
 # Starting kernel: one thread per row, a serial loop (uncoalesced: neighbouring threads read rows apart).
-rowsum_source = r"""
+rowmean_source = r"""
 #include <torch/extension.h>
 #include <cuda_runtime.h>
 
-__global__ void row_sum_kernel(const float* x, float* y, int rows, int cols) {
+__global__ void row_mean_kernel(const float* x, float* y, int rows, int cols) {
     int row = blockIdx.x * blockDim.x + threadIdx.x;
     if (row >= rows) return;
     const float* in = x + (size_t)row * cols;
     float s = 0.f;
     for (int c = 0; c < cols; ++c) s += in[c];
-    y[row] = s;
+    y[row] = s / cols;
 }
 
-torch::Tensor row_sum_forward(torch::Tensor x) {
+torch::Tensor row_mean_forward(torch::Tensor x) {
     TORCH_CHECK(x.is_cuda() && x.dim() == 2 && x.scalar_type() == torch::kFloat32, "expected a 2-D float32 CUDA tensor");
     auto xc = x.contiguous();
     int rows = xc.size(0), cols = xc.size(1);
     auto y = torch::empty({rows}, xc.options());
     int threads = 128;
-    row_sum_kernel<<<(rows + threads - 1) / threads, threads>>>(xc.data_ptr<float>(), y.data_ptr<float>(), rows, cols);
+    row_mean_kernel<<<(rows + threads - 1) / threads, threads>>>(xc.data_ptr<float>(), y.data_ptr<float>(), rows, cols);
     return y;
 }
 """
-rowsum_cpp = "torch::Tensor row_sum_forward(torch::Tensor x);"
-rowsum_ext = load_inline(name="autocomp_row_sum", cpp_sources=rowsum_cpp, cuda_sources=rowsum_source,
-                         functions=["row_sum_forward"], verbose=False)
+rowmean_cpp = "torch::Tensor row_mean_forward(torch::Tensor x);"
+rowmean_ext = load_inline(name="autocomp_row_mean", cpp_sources=rowmean_cpp, cuda_sources=rowmean_source,
+                         functions=["row_mean_forward"], verbose=False)
 
 
 class ModelNew(nn.Module):
@@ -61,4 +63,4 @@ class ModelNew(nn.Module):
         super().__init__()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return rowsum_ext.row_sum_forward(x)
+        return rowmean_ext.row_mean_forward(x)

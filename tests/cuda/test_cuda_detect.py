@@ -56,7 +56,7 @@ def test_annotated_example_span_excludes_annotation_and_includes():
     assert code.rstrip().endswith("}")
 
 
-@pytest.mark.parametrize("name", ["softmax.py", "matmul.py", "layernorm.py", "row_sum.py", "bias_gelu.py"])
+@pytest.mark.parametrize("name", ["softmax.py", "matmul.py", "layernorm.py", "row_mean.py", "bias_gelu.py"])
 def test_kernelbench_examples_span_is_the_candidate_section(name):
     path, text = example(name)
     (span,) = CudaBackend().detect(path, text)

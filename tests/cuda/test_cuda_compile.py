@@ -20,7 +20,7 @@ def evaluate(backend, path, text, codes=None):
     return problem, asyncio.run(backend.evaluate(problem, codes if codes is not None else [problem.code]))
 
 
-@pytest.mark.parametrize("name", ["row_softmax.cu", "softmax.py", "matmul.py", "layernorm.py", "row_sum.py", "bias_gelu.py"])
+@pytest.mark.parametrize("name", ["row_softmax.cu", "softmax.py", "matmul.py", "layernorm.py", "row_mean.py", "bias_gelu.py"])
 def test_examples_report_the_compiled_tier_with_figures(cpu_backend, name):
     _, (ev,) = evaluate(cpu_backend, *example(name))
     assert ev.verdict is Verdict.UNVERIFIED, ev.feedback
@@ -102,7 +102,7 @@ def test_results_are_cached_by_source_hash(tmp_path):
 
 def test_backend_evaluations_hit_the_cache(tmp_path):
     backend = CudaBackend({"cache_dir": str(tmp_path), "gpu": "off"})
-    path, text = example("row_sum.py")
+    path, text = example("row_mean.py")
     _, (first,) = evaluate(backend, path, text)
     _, (second,) = evaluate(backend, path, text)
     assert first.verdict is second.verdict is Verdict.UNVERIFIED

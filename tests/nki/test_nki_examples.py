@@ -47,3 +47,19 @@ def test_session_script_and_recording_exist(name):
     assert "authored" in header.get("note", "")
     kinds = [json.loads(line)["kind"] for line in session[1:]]
     assert kinds.count("implement") >= 3
+
+
+def test_replaying_a_recorded_session_reproduces_its_improvement(tmp_path):
+    """`autocomp optimize` on an example with its recorded session (no network)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, AUTOCOMP_HOME=str(tmp_path))
+    cmd = [sys.executable, "-m", "autocomp", "optimize", str(EXAMPLES / "rmsnorm.py"), "--llm",
+           f"replay:{EXAMPLES / 'rmsnorm.session.jsonl'}", "--seed", "0", "--iterations", "3", "--beam", "2",
+           "--plans", "2", "--implementations", "1"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = proc.stdout + proc.stderr
+    assert "46,086 cycles (nki estimate) → 19,339 cycles (nki estimate)" in text, text[-3000:]

@@ -51,7 +51,7 @@ def test_cu_candidate_that_writes_its_input_is_caught(gpu_backend):
 
 def test_kernelbench_example_is_verified_against_pytorch(gpu_backend):
     pytest.importorskip("torch", reason="PyTorch with CUDA is needed for KernelBench-style problems")
-    path, text = example("row_sum.py")
+    path, text = example("row_mean.py")
     problem = gpu_backend.make_problem(path, text)
     (ev,) = asyncio.run(gpu_backend.evaluate(problem, [problem.code]))
     assert ev.verdict is Verdict.CORRECT and ev.confirmed, ev.feedback
@@ -60,8 +60,8 @@ def test_kernelbench_example_is_verified_against_pytorch(gpu_backend):
 
 def test_kernelbench_candidate_returning_an_unwritten_buffer_is_caught(gpu_backend):
     pytest.importorskip("torch", reason="PyTorch with CUDA is needed for KernelBench-style problems")
-    path, text = example("row_sum.py")
+    path, text = example("row_mean.py")
     problem = gpu_backend.make_problem(path, text)
-    stale = problem.code.replace("    y[row] = s;\n", "    if (s == 12345.f) y[row] = s;\n")
+    stale = problem.code.replace("    y[row] = s / cols;\n", "    if (s == 12345.f) y[row] = s / cols;\n")
     (ev,) = asyncio.run(gpu_backend.evaluate(problem, [stale]))
     assert ev.verdict is Verdict.INCORRECT, ev.feedback

@@ -5,13 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from nki_testlib import run  # installs the interpreter modules first
+
 import nki
 import nki.isa as nisa
 import nki.language as nl
 import neuronxcc.nki.language as onl
 from autocomp.backends.nki.interp.errors import NkiError
 
-from conftest import run
 
 X = np.zeros((128, 64), np.float32)
 
@@ -20,7 +21,7 @@ def _error(kernel, *arrays) -> NkiError:
     with pytest.raises(NkiError) as info:
         run(kernel, *(arrays or (X,)))
     err = info.value
-    assert err.file.endswith("test_constraints.py") and err.line > 0, err
+    assert err.file.endswith("test_nki_constraints.py") and err.line > 0, err
     return err
 
 
@@ -217,4 +218,4 @@ def test_error_render_names_file_line_call_and_limit():
         nl.ndarray((129, 1), dtype=nl.float32, buffer=nl.sbuf)
 
     text = str(_error(k))
-    assert "test_constraints.py:" in text and "in nl.ndarray:" in text and "[limit: partition dimension" in text
+    assert "test_nki_constraints.py:" in text and "in nl.ndarray:" in text and "[limit: partition dimension" in text

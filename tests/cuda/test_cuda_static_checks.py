@@ -72,7 +72,7 @@ def test_cheat_is_rejected_with_its_reason(case):
     assert words in found[rule], f"{case}: reason {found[rule]!r} should mention {words!r}"
 
 
-@pytest.mark.parametrize("name", ["softmax.py", "matmul.py", "layernorm.py", "row_sum.py", "bias_gelu.py"])
+@pytest.mark.parametrize("name", ["softmax.py", "matmul.py", "layernorm.py", "row_mean.py", "bias_gelu.py"])
 def test_starting_kernels_pass(name):
     path, text = example(name)
     problem = CudaBackend().make_problem(path, text)

@@ -8,13 +8,14 @@ import random
 import numpy as np
 import pytest
 
+from nki_testlib import run  # installs the interpreter modules first
+
 import nki
 import nki.isa as nisa
 import nki.language as nl
 from autocomp.backends.nki.cost import PARAMS_FILE, _reserve, estimate, load_params
 from autocomp.backends.nki.trace import Instr, trace_from_json, trace_to_json
 
-from conftest import run
 
 
 def _cycles(kernel, *arrays) -> float:

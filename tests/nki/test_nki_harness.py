@@ -156,3 +156,65 @@ def test_detection_and_tier():
     assert backend.tier().confirms is False
     names = {c.name: c for c in backend.doctor()}
     assert names["numpy"].found and names["ml_dtypes"].found and "nki interpreter" in names["active tier"].detail
+
+
+OUT_ARG = '''import numpy as np
+import neuronxcc.nki.language as nl
+from torch_neuronx import nki_jit
+
+
+@nki_jit
+def double_into(a, out):
+    for i in nl.affine_range(a.shape[0] // 128):
+        t = nl.load(a[i * 128:(i + 1) * 128, :])
+        nl.store(out[i * 128:(i + 1) * 128, :], value=t * 2.0)
+
+
+def get_inputs(rng):
+    return [rng.standard_normal((256, 64)).astype(np.float32), np.zeros((256, 64), np.float32)]
+'''
+
+
+def test_kernels_that_write_an_output_argument(tmp_path):
+    """Older baremetal style: the output is an argument; it is poisoned for candidates."""
+    path = tmp_path / "out_arg.py"
+    path.write_text(OUT_ARG)
+    backend = get_backend("nki", {"timeout": 20, "seeds": [0, 1]})
+    problem = backend.make_problem(str(path), OUT_ARG)
+    good = problem.code
+    half = good.replace("a.shape[0] // 128", "1")  # leaves poisoned rows behind
+    wrong = good.replace("t * 2.0", "t * 3.0")
+    evs = asyncio.run(backend.evaluate(problem, [good, half, wrong]))
+    assert [e.verdict for e in evs] == [Verdict.CORRECT, Verdict.INCORRECT, Verdict.INCORRECT], [e.feedback for e in evs]
+    assert "output argument 1" in evs[1].feedback
+
+
+SPMD = '''import numpy as np
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+GRID = (2,)
+
+
+@nki.jit
+def scaled(a, factor):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    p = nl.program_id(0)
+    t = nl.load(a[p * 128:(p + 1) * 128, :])
+    nl.store(out[p * 128:(p + 1) * 128, :], value=t * factor)
+    return out
+
+
+def get_inputs(rng):
+    return [rng.standard_normal((256, 32)).astype(np.float32), 1.5]
+'''
+
+
+def test_spmd_grid_and_scalar_arguments(tmp_path):
+    path = tmp_path / "spmd.py"
+    path.write_text(SPMD)
+    backend = get_backend("nki", {"timeout": 20, "seeds": [0]})
+    problem = backend.make_problem(str(path), SPMD)
+    good, wrong = problem.code, problem.code.replace("t * factor", "t * 2.0")
+    evs = asyncio.run(backend.evaluate(problem, [good, wrong]))
+    assert [e.verdict for e in evs] == [Verdict.CORRECT, Verdict.INCORRECT], [e.feedback for e in evs]
