@@ -12,7 +12,7 @@ import asyncio
 import logging
 import time
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 from lsprotocol import types as lsp
 
@@ -23,6 +23,7 @@ from autocomp.server import render
 from autocomp.server.features import apply, diagnostics
 from autocomp.server.jobs import CANCELLED, FAILED, Job
 from autocomp.server.server import AutocompServer
+from autocomp.server.worker import SearchWorker
 
 log = logging.getLogger(__name__)
 
@@ -102,19 +103,31 @@ def end_progress(ls: AutocompServer, job: Job) -> None:
     ls.work_done_progress.tokens.pop(token, None)
 
 
-def _build_search(ls: AutocompServer, job: Job, problem: Problem, backend: Backend) -> Any:
-    from autocomp.llm import LLMConfigError, build_pool
-    from autocomp.search import BeamSearch
+def _search_factory(ls: AutocompServer, job: Job, problem: Problem, backend: Backend) -> Callable[[], Any]:
+    """A function that builds the job's BeamSearch; it runs on the job's worker thread,
+    so the LLM SDK imports and client setup never stall the server's loop."""
+    from autocomp.llm import LLMConfigError
+
     settings = ls.settings
     if not settings.llm:
         raise LLMConfigError(
             'Autocomp has no LLM configured: set autocomp.llm to a list of models, e.g. ["openai:gpt-4o"] '
-            'or ["anthropic:claude-sonnet-4-5"] (with OPENAI_API_KEY / ANTHROPIC_API_KEY in the server\'s environment).'
+            'or ["anthropic:claude-sonnet-4-5"] (with OPENAI_API_KEY / ANTHROPIC_API_KEY in the environment the '
+            "editor starts `autocomp lsp` in)."
         )
     store = ls.store()
     config = settings.search_config()
-    pool = build_pool(list(settings.llm), store, concurrency=config.llm_concurrency, timeout=config.llm_timeout)
-    return BeamSearch(problem, backend, pool, config, store, seed_plans=job.seed_plans or None)
+    specs = list(settings.llm)
+    seed_plans = list(job.seed_plans) or None
+
+    def build() -> Any:
+        from autocomp.llm import build_pool
+        from autocomp.search import BeamSearch
+
+        pool = build_pool(specs, store, concurrency=config.llm_concurrency, timeout=config.llm_timeout)
+        return BeamSearch(problem, backend, pool, config, store, seed_plans=seed_plans)
+
+    return build
 
 
 async def run_job(ls: AutocompServer, job: Job, problem: Problem, backend: Backend) -> None:
@@ -125,9 +138,9 @@ async def run_job(ls: AutocompServer, job: Job, problem: Problem, backend: Backe
     job.iterations = ls.settings.search.iterations
     try:
         ls.notify_status(job.status())
-        job.search = _build_search(ls, job, problem, backend)
+        worker = job.search = SearchWorker(_search_factory(ls, job, problem, backend), f"autocomp {job.id}")
         await begin_progress(ls, job)
-        async for event in job.search.run():
+        async for event in worker.events():
             render.apply_event(job, event)
             if isinstance(event, ev.RunFinished):
                 publisher.publish(force=True)
@@ -145,6 +158,8 @@ async def run_job(ls: AutocompServer, job: Job, problem: Problem, backend: Backe
         ls.report_once(f"Autocomp: {exc}", lsp.MessageType.Error)
     except asyncio.CancelledError:
         job.state, job.message = CANCELLED, "cancelled"
+        if isinstance(job.search, SearchWorker):
+            job.search.cancel()  # the worker's evaluations are killed with it
         raise
     except Exception as exc:  # a crashed job reports its error and leaves the server healthy
         log.error("job %s crashed:\n%s", job.id, traceback.format_exc())

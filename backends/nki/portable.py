@@ -21,7 +21,7 @@ def save_arrays(path: str | Path, arrays: dict[str, np.ndarray]) -> dict[str, st
     raw: dict[str, np.ndarray] = {}
     names: dict[str, str] = {}
     for key, arr in arrays.items():
-        arr = np.ascontiguousarray(arr)
+        arr = np.array(arr, order="C", copy=True)  # keeps 0-d arrays 0-d (ascontiguousarray would not)
         names[key] = dtype_name(arr.dtype)
         if arr.dtype.kind == "b":
             raw[key] = arr.astype(np.uint8)

@@ -18,6 +18,7 @@ from autocomp.server import render
 from autocomp.server.documents import DetectedKernel, uri_to_path
 from autocomp.server.features import optimize_action
 from autocomp.server.server import AutocompServer
+from autocomp.server.worker import run_in_thread
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,12 @@ async def measure_edit(ls: AutocompServer, uri: str, kernel: DetectedKernel, bef
     ls.refresh_lenses()
     try:
         problem = backend.make_problem(uri_to_path(uri), before, function=kernel.name)
-        old_eval, new_eval = await Evaluator(backend, ls.store()).evaluate(problem, [problem.code, new_code])
+        store = ls.store()
+
+        async def evaluate() -> list:
+            return await Evaluator(backend, store).evaluate(problem, [problem.code, new_code])
+
+        old_eval, new_eval = await run_in_thread(evaluate, f"autocomp measure {kernel.name}")
     except Exception as exc:  # the note says what went wrong; the server carries on
         log.info("tune on save failed for %s: %s", kernel.name, exc)
         ls.edit_notes[key] = f"your edit: not measured ({exc})"[:160]

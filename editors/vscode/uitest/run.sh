@@ -100,7 +100,11 @@ if [ "$double" = 1 ]; then
     "autocomp.target.scripted": {"latency": 1.5}, "autocomp.search.iterations": 3, "autocomp.search.beam": 2,
     "autocomp.search.plans": 2, "autocomp.search.implementations": 1}'
 fi
-example="${example:-${AUTOCOMP_UITEST_EXAMPLE:-$repo/examples/gemmini/gemm_64.c}}"
+# The bundled Gemmini sessions were recorded with these search sizes (examples/gemmini/
+# record_sessions.sh); replay finds its replies only when the prompts, so the sizes, match.
+recorded_sizes='{"autocomp.search.iterations": 3, "autocomp.search.beam": 2, "autocomp.search.plans": 2, "autocomp.search.implementations": 1}'
+AUTOCOMP_UITEST_SETTINGS="${AUTOCOMP_UITEST_SETTINGS:-$recorded_sizes}"
+example="${example:-${AUTOCOMP_UITEST_EXAMPLE:-$repo/examples/gemmini/gemm_512.c}}"
 session="${session:-${AUTOCOMP_UITEST_SESSION:-${example%.*}.session.jsonl}}"
 for f in "$example" "$session"; do
   [ -f "$f" ] || { echo "uitest: missing $f (set AUTOCOMP_UITEST_EXAMPLE / AUTOCOMP_UITEST_SESSION)" >&2; exit 1; }
