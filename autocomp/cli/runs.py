@@ -61,7 +61,7 @@ def show_run(args: argparse.Namespace) -> int:
     print(f"run {meta['run_id']}: {meta.get('status')} ({meta.get('reason', '')})")
     print(f"  kernel {problem.name} ({problem.target}) in {problem.path}")
     print(f"  models: {', '.join(meta.get('models', []))}")
-    print(f"  settings: " + ", ".join(f"{k}={v}" for k, v in meta.get("config", {}).items() if v is not None))
+    print("  settings: " + ", ".join(f"{k}={v}" for k, v in meta.get("config", {}).items() if v is not None))
     print(f"  candidates: {len(candidates) - 1 if candidates else 0} evaluated")
     for spec, usage in (meta.get("usage") or {}).items():
         print(f"  usage {spec}: {usage.get('calls', 0)} calls, {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens")

@@ -8,8 +8,7 @@ import time
 
 import anthropic
 
-from autocomp.llm.base import LLMCallError, LLMClient, LLMConfigError, LLMReply, LLMRequest
-from autocomp.llm.openai_client import _short, classify_status
+from autocomp.llm.base import LLMClient, LLMConfigError, LLMReply, LLMRequest, sdk_errors
 from autocomp.model import Usage
 
 
@@ -26,21 +25,13 @@ class AnthropicClient(LLMClient):
 
     async def complete(self, request: LLMRequest, sample: int) -> LLMReply:
         start = time.monotonic()
-        try:
+        with sdk_errors(anthropic, anthropic.AnthropicError, self.spec):
             response = await self._client.messages.create(
                 model=self.model,
                 system=request.system,
                 messages=[{"role": "user", "content": request.user}],
                 max_tokens=request.max_tokens,
             )
-        except anthropic.APIStatusError as exc:
-            raise LLMCallError(f"{self.spec}: HTTP {exc.status_code}: {_short(exc)}", classify_status(exc.status_code), exc.status_code) from exc
-        except anthropic.APITimeoutError as exc:
-            raise LLMCallError(f"{self.spec}: request timed out", True) from exc
-        except anthropic.APIConnectionError as exc:
-            raise LLMCallError(f"{self.spec}: connection failed: {_short(exc)}", True) from exc
-        except anthropic.AnthropicError as exc:
-            raise LLMCallError(f"{self.spec}: {_short(exc)}", False) from exc
         text = "".join(getattr(block, "text", "") for block in response.content)
         usage = Usage(calls=1, input_tokens=response.usage.input_tokens or 0, output_tokens=response.usage.output_tokens or 0)
         return LLMReply(

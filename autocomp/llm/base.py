@@ -4,7 +4,10 @@ stable hash), a reply (text + usage), and the errors the pool knows how to handl
 from __future__ import annotations
 
 import abc
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Iterator
 
 from autocomp.model import Usage, sha256
 
@@ -70,3 +73,31 @@ class LLMClient(abc.ABC):
 
     async def close(self) -> None:
         return None
+
+
+RETRYABLE_STATUS = {408, 409, 429}
+
+
+def is_retryable_status(status: int | None) -> bool:
+    return status is not None and (status in RETRYABLE_STATUS or status >= 500)
+
+
+def short(exc: BaseException) -> str:
+    text = str(exc)
+    return text if len(text) < 300 else text[:300] + "…"
+
+
+@contextmanager
+def sdk_errors(sdk: ModuleType, base_error: type[Exception], spec: str) -> Iterator[None]:
+    """Map an official SDK's exceptions (openai and anthropic share the names) to
+    LLMCallError, marking which ones are worth a retry."""
+    try:
+        yield
+    except sdk.APIStatusError as exc:
+        raise LLMCallError(f"{spec}: HTTP {exc.status_code}: {short(exc)}", is_retryable_status(exc.status_code), exc.status_code) from exc
+    except sdk.APITimeoutError as exc:
+        raise LLMCallError(f"{spec}: request timed out", True) from exc
+    except sdk.APIConnectionError as exc:
+        raise LLMCallError(f"{spec}: connection failed: {short(exc)}", True) from exc
+    except base_error as exc:
+        raise LLMCallError(f"{spec}: {short(exc)}", False) from exc

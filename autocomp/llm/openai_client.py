@@ -13,15 +13,8 @@ import time
 
 import openai
 
-from autocomp.llm.base import LLMCallError, LLMClient, LLMConfigError, LLMReply, LLMRequest
+from autocomp.llm.base import LLMCallError, LLMClient, LLMConfigError, LLMReply, LLMRequest, sdk_errors
 from autocomp.model import Usage
-
-RETRYABLE_STATUS = {408, 409, 429}
-
-
-def classify_status(status: int | None) -> bool:
-    return status is not None and (status in RETRYABLE_STATUS or status >= 500)
-
 
 class OpenAIClient(LLMClient):
     def __init__(self, model: str, timeout: float) -> None:
@@ -38,7 +31,7 @@ class OpenAIClient(LLMClient):
 
     async def complete(self, request: LLMRequest, sample: int) -> LLMReply:
         start = time.monotonic()
-        try:
+        with sdk_errors(openai, openai.OpenAIError, self.spec):
             response = await self._client.chat.completions.create(
                 model=self.model,
                 messages=[
@@ -47,14 +40,6 @@ class OpenAIClient(LLMClient):
                 ],
                 max_completion_tokens=request.max_tokens,
             )
-        except openai.APIStatusError as exc:
-            raise LLMCallError(f"{self.spec}: HTTP {exc.status_code}: {_short(exc)}", classify_status(exc.status_code), exc.status_code) from exc
-        except openai.APITimeoutError as exc:
-            raise LLMCallError(f"{self.spec}: request timed out", True) from exc
-        except openai.APIConnectionError as exc:
-            raise LLMCallError(f"{self.spec}: connection failed: {_short(exc)}", True) from exc
-        except openai.OpenAIError as exc:
-            raise LLMCallError(f"{self.spec}: {_short(exc)}", False) from exc
         if not response.choices:
             raise LLMCallError(f"{self.spec}: reply had no choices", True)
         choice = response.choices[0]
@@ -73,8 +58,3 @@ class OpenAIClient(LLMClient):
 
     async def close(self) -> None:
         await self._client.close()
-
-
-def _short(exc: BaseException) -> str:
-    text = str(exc)
-    return text if len(text) < 300 else text[:300] + "…"
