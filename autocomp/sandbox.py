@@ -49,6 +49,14 @@ def _limits(memory_bytes: int | None, cpu_seconds: float | None):
     return apply
 
 
+def _close_transport(proc: asyncio.subprocess.Process) -> None:
+    """Close the subprocess transport now: left to the garbage collector it may be
+    finalized after its event loop has closed, which raises "Event loop is closed"."""
+    transport = getattr(proc, "_transport", None)
+    if transport is not None:
+        transport.close()
+
+
 def _kill_group(proc: asyncio.subprocess.Process) -> None:
     try:
         os.killpg(proc.pid, signal.SIGKILL)
@@ -85,12 +93,14 @@ async def run_limited(
         out, err = await proc.communicate()
     except asyncio.CancelledError:
         _kill_group(proc)
+        _close_transport(proc)
         raise
     finally:
         if proc.returncode is None:
             _kill_group(proc)
     # A candidate may have left children behind (fork bombs, background sleeps).
     _kill_group(proc)
+    _close_transport(proc)
     return ProcessResult(
         returncode=None if timed_out else proc.returncode,
         stdout=out[:output_limit].decode("utf-8", "replace"),

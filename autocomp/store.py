@@ -64,6 +64,15 @@ def default_home() -> Path:
     return base / "autocomp"
 
 
+def build_cache_dir(name: str) -> Path:
+    """Where build artifacts (the Spike extension, compiled objects) live:
+    ``$AUTOCOMP_BUILD_CACHE/<name>``, else ``<home>/cache/<name>``. Separate from the store
+    so tests can isolate stores while sharing one build of each tool."""
+    env = os.environ.get("AUTOCOMP_BUILD_CACHE")
+    base = Path(env).expanduser() if env else default_home() / "cache"
+    return base / name
+
+
 class Store:
     """Typed access to the cache. Safe across threads and processes (diskcache + SQLite)."""
 

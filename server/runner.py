@@ -131,7 +131,8 @@ def _search_factory(ls: AutocompServer, job: Job, problem: Problem, backend: Bac
 
 
 async def run_job(ls: AutocompServer, job: Job, problem: Problem, backend: Backend) -> None:
-    """The body of a job's task. Never raises: a crashed job reports and the server lives on."""
+    """The body of a job's task. Raises nothing but its own cancellation: a crashed job
+    reports its error and the server lives on."""
     from autocomp.llm import LLMConfigError
 
     publisher = Publisher(ls, job)
@@ -142,6 +143,8 @@ async def run_job(ls: AutocompServer, job: Job, problem: Problem, backend: Backe
         await begin_progress(ls, job)
         async for event in worker.events():
             render.apply_event(job, event)
+            if isinstance(event, ev.BaselineEvaluated) and job.baseline is not None and job.baseline.metric is not None:
+                ls.measurements[job.key] = job.baseline.metric  # the kernel's lens shows it from now on
             if isinstance(event, ev.RunFinished):
                 publisher.publish(force=True)
                 await apply.finish(ls, job, event)

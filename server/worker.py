@@ -131,7 +131,13 @@ async def run_in_thread(factory: Callable[[], Awaitable[T]], name: str = "autoco
         except asyncio.CancelledError:
             deliver(lambda: result.cancel() if not result.done() else None)
         except BaseException as exc:
-            deliver(lambda: result.set_exception(exc) if not result.done() else None)
+            error = exc  # ``exc`` is unbound when the except block ends; keep a reference
+
+            def fail() -> None:
+                if not result.done():
+                    result.set_exception(error)
+
+            deliver(fail)
         else:
             deliver(lambda: result.set_result(value) if not result.done() else None)
 

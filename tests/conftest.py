@@ -4,8 +4,15 @@ talk to the loopback fake LLM."""
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
+
+
+def pytest_configure(config):
+    """One build cache for the whole session (the Spike extension takes seconds to build);
+    stores stay per test. Subprocesses inherit it through the environment."""
+    os.environ.setdefault("AUTOCOMP_BUILD_CACHE", tempfile.mkdtemp(prefix="autocomp-build-"))
 
 
 @pytest.fixture(autouse=True)

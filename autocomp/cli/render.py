@@ -79,7 +79,7 @@ class ProgressRenderer:
                 self._line("  LLM: " + ", ".join(event.models))
         elif isinstance(event, BaselineEvaluated):
             c = event.candidate
-            figures = ", ".join(m.display() for m in c.metrics.values()) or "no figures"
+            figures = ", ".join(f"{name} {m.display()}" for name, m in c.metrics.items()) or "no figures"
             self._line(f"  starting code: {c.verdict.value}; {figures}")
         elif isinstance(event, PlansProposed):
             self.iteration = event.iteration

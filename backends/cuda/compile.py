@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from autocomp.backends.base import BackendError
+from autocomp.store import default_home
 from autocomp.sandbox import run_limited
 
 DEFAULT_ARCH = "sm_90"
@@ -162,11 +163,11 @@ def nvcc_version(nvcc: str) -> str:
 
 
 def default_cache_dir() -> Path:
-    """``$AUTOCOMP_CUDA_CACHE``, else ``$AUTOCOMP_HOME/cache/cuda`` (``~/.autocomp``)."""
+    """``$AUTOCOMP_CUDA_CACHE``, else ``<autocomp home>/cache/cuda`` (the store's home:
+    compile results are cached results, so they follow the store, not the build cache)."""
     if os.environ.get("AUTOCOMP_CUDA_CACHE"):
         return Path(os.environ["AUTOCOMP_CUDA_CACHE"])
-    home = os.environ.get("AUTOCOMP_HOME") or os.path.join(os.path.expanduser("~"), ".autocomp")
-    return Path(home) / "cache" / "cuda"
+    return default_home() / "cache" / "cuda"
 
 
 class Compiler:

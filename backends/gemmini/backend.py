@@ -11,6 +11,7 @@ is decided here by comparing the snapshots with the original's (:mod:`.compare`)
 from __future__ import annotations
 
 import asyncio
+import gc
 import hashlib
 import os
 import re
@@ -222,6 +223,10 @@ class GemminiBackend(Backend):
                 t.cancel()
             if pending:
                 await asyncio.gather(*pending, return_exceptions=True)
+            # asyncio subprocess transports sit in reference cycles and are never closed
+            # explicitly; collected after the caller's loop has closed, their finalizer raises
+            # "Event loop is closed". Collect them now, while the loop still runs.
+            gc.collect()
 
     async def _reference(self, problem: Problem, prep: Prepared, toolchain: Any, slots: asyncio.Semaphore) -> Reference:
         """Run the original kernel; its snapshots are what candidates must reproduce."""
@@ -230,9 +235,15 @@ class GemminiBackend(Backend):
             run = await self._build_and_run(problem, prep, sig, problem.code, toolchain, slots, is_reference=True)
             if run.evaluation is not None:
                 ev = run.evaluation
+                hint = ""
+                if ev.verdict is Verdict.TIMEOUT:
+                    hint = (
+                        " If the kernel is just slow, raise the settings autocomp.target.gemmini.max_instructions "
+                        "and autocomp.target.gemmini.run_timeout."
+                    )
                 raise BackendError(
                     f"{problem.path}: the original kernel `{problem.name}` cannot serve as the reference "
-                    f"({ev.verdict.value}): {ev.feedback}"
+                    f"({ev.verdict.value}): {ev.feedback}{hint}"
                 )
             if prep.mode == "substitute" or sig is None:
                 return Reference(None, run.sim.snapshots)

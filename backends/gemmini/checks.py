@@ -1,10 +1,11 @@
 """Static checks on candidate code before it is built (verdict ``rejected``).
 
 They guard the trust boundary, not style: candidate code may not name the harness's
-symbols (``autocomp_*``) or place code in another section (which could put it inside the
-harness's address range, where the simulator honours measure and snapshot commands), and a
-function kernel must keep the original's name and parameter list so the harness calls it
-the same way.
+symbols (``autocomp_*``), place code in another section (which could put it inside the
+harness's address range, where the simulator honours measure and snapshot commands), or run
+code outside the kernel call (a constructor could warm the accelerator before the measured
+call); and a function kernel must keep the original's name and parameter list so the
+harness calls it the same way.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from .signature import ArrayParam, parse_param
 
 _RESERVED = re.compile(r"autocomp", re.I)
 _SECTION = re.compile(r"\bsection\s*\(|\.\s*(?:push)?section\b|\.org\b|#\s*pragma\s+GCC\s+(?:push_options|optimize)?\s*section")
+_STARTUP = re.compile(r"\b(?:__)?(?:constructor|destructor)(?:__)?\b\s*[(),]|\binit_array\b|\batexit\s*\(")
 _LINKER_TRICKS = re.compile(r"\b(?:__start_|__stop_|_start\b|tohost\b|fromhost\b)")
 
 
@@ -30,6 +32,8 @@ def reject_reason(code: str, kernel_name: str | None, original_params: list[Arra
         return "names containing `autocomp` are reserved for the harness; rename them"
     if _SECTION.search(code):
         return "placing code or data in a named section (section attributes, .section/.org directives) is not allowed"
+    if _STARTUP.search(blank_comments(code)):
+        return "code that runs outside the kernel call (constructor/destructor functions) is not allowed"
     if _LINKER_TRICKS.search(blank_comments(code)):
         return "the kernel may not refer to the runtime's symbols (_start, tohost, fromhost, __start_/__stop_)"
     if kernel_name is None:

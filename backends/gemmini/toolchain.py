@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from autocomp.backends.base import BackendError, ToolCheck
+from autocomp.store import build_cache_dir
 from autocomp.sandbox import ProcessResult, run_limited
 
 HERE = Path(__file__).resolve().parent
@@ -143,9 +144,7 @@ def _tool_version(argv: list[str]) -> str:
 
 
 def cache_root() -> Path:
-    base = os.environ.get("AUTOCOMP_HOME")
-    root = Path(base) / "cache" if base else Path.home() / ".cache" / "autocomp"
-    return root / "gemmini-ext"
+    return build_cache_dir("gemmini-ext")
 
 
 def _extension_sources() -> list[Path]:

@@ -14,7 +14,7 @@ local M = {}
 
 M.defaults = {
   cmd = { "autocomp", "lsp" },
-  filetypes = { "c", "cpp", "cuda", "python", "kern" },
+  filetypes = { "c", "cpp", "cuda", "python" },
   root_markers = { ".git", "pyproject.toml", "Makefile" },
   settings = { autocomp = {} },
   keymaps = true,

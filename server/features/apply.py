@@ -145,8 +145,6 @@ def _applied_message(job: Job, info: CandidateInfo) -> str:
 
 async def finish(ls: AutocompServer, job: Job, event: ev.RunFinished) -> None:
     """Decide what a finished run does to the buffer, and tell the user."""
-    if job.baseline is not None and job.baseline.metric is not None:
-        ls.measurements.setdefault(job.key, job.baseline.metric)
     if job.superseded:
         return
     best = job.candidate(job.best_candidate_id) if job.best_candidate_id else None

@@ -45,4 +45,14 @@ def register(server: AutocompServer) -> None:
             return None
         if text is None:
             return None
-        return lsp.Hover(contents=lsp.MarkupContent(kind=lsp.MarkupKind.Markdown, value=text))
+        return lsp.Hover(contents=lsp.MarkupContent(kind=_markup_kind(ls), value=text))
+
+
+def _markup_kind(ls: AutocompServer) -> lsp.MarkupKind:
+    """Markdown where the client renders it (VS Code, Neovim), else plain text (eglot
+    without markdown-mode): the table reads well either way."""
+    td = ls.client_capabilities.text_document
+    formats = td.hover.content_format if td and td.hover and td.hover.content_format else None
+    if formats is None or lsp.MarkupKind.Markdown in formats:
+        return lsp.MarkupKind.Markdown
+    return lsp.MarkupKind.PlainText

@@ -14,7 +14,7 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 
-from autocomp.backends.base import BackendError
+from autocomp.backends.base import Backend, BackendError
 from autocomp.server.documents import DetectedKernel, kernel_at, uri_to_path
 from autocomp.server.features import diagnostics
 from autocomp.server.jobs import Job
@@ -40,6 +40,17 @@ def find_kernel(ls: AutocompServer, uri: str, line: int | None, kernel: str | No
     return found
 
 
+def fresh_backend(ls: AutocompServer, detected: DetectedKernel) -> Backend:
+    """A backend instance of the job's own: it runs on the job's worker loop, and a
+    backend may hold loop-bound state (semaphores, caches of tasks)."""
+    from autocomp.backends import get_backend
+
+    try:
+        return get_backend(detected.target, ls.settings.target_settings(detected.target))
+    except BackendError as exc:
+        raise JsonRpcInvalidParams(str(exc)) from exc
+
+
 def best_plans(job: Job, limit: int = 4) -> list[str]:
     """Plans of a job's best candidates, best first: what a restart tries first."""
     return [info.candidate.plan for info in job.ranked() if info.candidate.plan][:limit]
@@ -52,7 +63,7 @@ def start_job(
     from autocomp.server.runner import run_job
 
     text, _version = ls.document_text(uri) or ("", None)
-    backend = detected.backend
+    backend = fresh_backend(ls, detected)
     path = uri_to_path(uri)
     try:
         problem = backend.make_problem(path, text, function=detected.name)

@@ -28,10 +28,11 @@ async def measure_edit(ls: AutocompServer, uri: str, kernel: DetectedKernel, bef
     from autocomp.evaluator import Evaluator
 
     key = (uri, kernel.name)
-    backend = kernel.backend
     ls.edit_notes[key] = "your edit: measuring…"
     ls.refresh_lenses()
+    backend = kernel.backend
     try:
+        backend = optimize_action.fresh_backend(ls, kernel)
         problem = backend.make_problem(uri_to_path(uri), before, function=kernel.name)
         store = ls.store()
 
@@ -52,7 +53,10 @@ async def measure_edit(ls: AutocompServer, uri: str, kernel: DetectedKernel, bef
             note = "your edit: output differs from before"
     else:
         ratio = speedup(old_metric, new_metric, backend.lower_is_better)
-        note = f"your edit: {render.fmt_speedup(ratio)} vs before" if ratio is not None else "your edit: not comparable"
+        if ratio is None or new_metric is None:
+            note = "your edit: not comparable"
+        else:  # the source says whether this is a measurement or an estimate
+            note = f"your edit: {render.fmt_speedup(ratio)} vs before ({new_metric.unit}, {new_metric.source})"
         if new_metric is not None:
             ls.measurements[key] = new_metric
     ls.edit_notes[key] = note

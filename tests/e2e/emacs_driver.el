@@ -1,5 +1,5 @@
 ;;; emacs_driver.el --- drive Emacs + eglot through one Autocomp optimization  -*- lexical-binding: t; -*-
-;; Run by tests/e2e/test_editors.py: emacs --batch -q -l tests/e2e/emacs_driver.el
+;; Run by tests/e2e/test_e2e_editors.py: emacs --batch -q -l tests/e2e/emacs_driver.el
 ;; Loads the user config editors/emacs/autocomp.el (AUTOCOMP_E2E_CONFIG), opens the
 ;; kernel, runs the "Optimize kernel" code action the way M-x eglot-code-actions does,
 ;; waits for the rewrite, checks undo, and writes a JSON report to AUTOCOMP_E2E_OUT.
@@ -88,7 +88,6 @@
           (let ((last-command nil)) (undo))
           (push (cons 'after_undo (e2e-buffer-text)) e2e-report)
           (push (cons 'version emacs-version) e2e-report)
-          (push (cons 'eglot (if (boundp 'eglot-version) eglot-version "1.9")) e2e-report)
           (set-buffer-modified-p nil)
           (ignore-errors (eglot-shutdown (eglot-current-server)))))
       (e2e-finish 0))

@@ -1,6 +1,6 @@
 -- Drives a real headless Neovim through one Autocomp optimization with the user config
 -- from editors/nvim (the file named by AUTOCOMP_E2E_CONFIG), then writes what happened
--- to AUTOCOMP_E2E_OUT as JSON. Run by tests/e2e/test_editors.py:
+-- to AUTOCOMP_E2E_OUT as JSON. Run by tests/e2e/test_e2e_editors.py:
 --   nvim --headless --clean -c 'luafile tests/e2e/nvim_driver.lua'
 local decode = (vim.json and vim.json.decode) or vim.fn.json_decode
 local encode = (vim.json and vim.json.encode) or vim.fn.json_encode

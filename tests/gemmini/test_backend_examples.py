@@ -62,7 +62,8 @@ def test_prompt_folder():
     assert "bit-identical" in pieces.rules and "```c" in pieces.examples
 
 
-def test_recorded_session_replays_to_the_best_kernel():
+@pytest.mark.parametrize("name", ["gemm_64", "gemm_512", "conv"])
+def test_recorded_session_replays_to_the_best_kernel(name):
     """The README's flow: replaying an example session runs the real engine and evaluator
     with no network and ends on a verified kernel much faster than the start. If this fails
     with a replay miss, the model or a prompt changed: run examples/gemmini/record_sessions.sh."""
@@ -70,8 +71,8 @@ def test_recorded_session_replays_to_the_best_kernel():
     import sys
 
     proc = subprocess.run(
-        [sys.executable, "-m", "autocomp", "optimize", str(EXAMPLES / "gemm_64.c"),
-         "--llm", f"replay:{EXAMPLES / 'gemm_64.session.jsonl'}", "--seed", "0", "--iterations", "3",
+        [sys.executable, "-m", "autocomp", "optimize", str(EXAMPLES / f"{name}.c"),
+         "--llm", f"replay:{EXAMPLES / f'{name}.session.jsonl'}", "--seed", "0", "--iterations", "3",
          "--beam", "2", "--plans", "2", "--implementations", "1", "--json"],
         capture_output=True, text=True, timeout=600,
     )

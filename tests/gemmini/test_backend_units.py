@@ -41,6 +41,8 @@ def sig():
         ("void k(const elem_t A[N][N], acc_t C[N][N]) {}", "parameter types"),
         ("void k(const elem_t *A, elem_t C[N][N]) {}", "parameter list changed"),
         ("   \n", "no code"),
+        ("__attribute__((constructor)) static void warm(void) {}\nvoid k(const elem_t A[N][N], elem_t C[N][N]) {}", "constructor"),
+        ("void k(const elem_t A[N][N], elem_t C[N][N]) { atexit(0); }", "constructor"),
     ],
 )
 def test_static_rejections(sig, code, words):

@@ -12,7 +12,6 @@ import asyncio
 
 import pytest
 
-from autocomp.backends import get_backend  # noqa: F401
 
 from backend_support import backend as make_backend
 from autocomp.backends.base import BackendError
@@ -283,3 +282,29 @@ def test_cancelling_an_evaluation_kills_its_processes(tmp_path, monkeypatch):
         time.sleep(0.1)
     assert ours() == []
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("autocomp-gemmini-")] == []
+
+
+ALIASED = """\
+#include "gemmini.h"
+#define LEN 64
+/* y is written through an alias, which the signature reader cannot see: the reference run
+   notices that y changed and treats it as an output from then on. */
+void k(const float x[LEN], float y[LEN], acc_t z[LEN]) {
+  float *p = &y[0];
+  for (int i = 0; i < LEN; i++) {
+    z[i] = (acc_t)(x[i] * 1000.0f);
+    p[i] = -x[i] * 0.5f;
+  }
+}
+"""
+
+
+def test_outputs_written_through_aliases_are_found_by_the_reference_run():
+    backend = make_backend()
+    problem = backend.make_problem("aliased.c", ALIASED)
+    assert [p.role for p in backend.prepare(problem).sig.params] == ["input", "input", "output"]
+    same = problem.code.replace("float *p = &y[0];", "float *q = y;").replace("p[i] =", "q[i] =")
+    wrong = problem.code.replace("* 0.5f", "* 0.25f")
+    evs = asyncio.run(backend.evaluate(problem, [same, wrong]))
+    assert evs[0].verdict is Verdict.CORRECT, evs[0].feedback
+    assert evs[1].verdict is Verdict.INCORRECT and "output `y`" in evs[1].feedback, evs[1].feedback

@@ -20,8 +20,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Union
 
-import pytest
-import pytest_asyncio
 from lsprotocol import types as lsp
 from pytest_lsp import LanguageClient, client_capabilities, make_test_lsp_client
 

@@ -169,3 +169,20 @@ async def test_show_diff(editor: Editor):
     if editor.client.shown_documents:
         path = editor.client.shown_documents[0].uri[len("file://") :]
         assert os.path.exists(path) and "-  cost = 1000" in open(path).read()
+
+
+async def test_did_change_configuration_applies_new_settings(tmp_path, fake_llm):
+    ed = await start_editor("neovim@0.7", str(tmp_path), fake_llm, server_settings(str(tmp_path)))
+    try:
+        ed.client.workspace_did_change_configuration(
+            lsp.DidChangeConfigurationParams(settings={"autocomp": {"minSpeedup": 100.0}})
+        )
+        doc = ed.open("k.kern", KERNEL)
+        job = (await ed.command("autocomp.optimize", {"uri": doc.uri, "line": 2}))["jobId"]
+        final = await ed.wait_state(job, timeout=60)
+        assert final["bestSpeedup"] > 1.5
+        await ed.wait_for(lambda: any("below autocomp.minSpeedup 100" in m for m in ed.messages()), 10, "threshold message")
+        assert not ed.applied_edits
+    finally:
+        await ed.client.shutdown_session()
+        await ed.client.stop()

@@ -20,6 +20,7 @@ const SHOTS = env("SHOTS");
 const WS_FILE = env("WS_FILE");
 const ORIGINAL = env("ORIGINAL");
 const SETTINGS = env("SETTINGS");
+const STORE2 = env("STORE2");
 const FINISH_TIMEOUT = Number(process.env.FINISH_TIMEOUT || "600") * 1000;
 const { chromium } = createRequire(import.meta.url)(env("PLAYWRIGHT"));
 
@@ -146,6 +147,7 @@ try {
     await shot("run1-cancel-tooltip", "the status bar tooltip: state, progress, and 'Click to cancel'");
     await statusItem().click();
     await page.mouse.move(800, 300); // away from the status bar, so its tooltip closes
+    await page.keyboard.press("Escape");
     await waitStatus(/cancelled/, 60000, "the job cancelled");
     await toast(/cancelled|stopped/i, 30000);
     await shot("run1-cancelled", "the first run cancelled from the status bar");
@@ -153,6 +155,14 @@ try {
 
   await step("second-run-finishes", async () => {
     await clearToasts();
+    // The second run gets a store of its own. Known engine issue (reported): an evaluation
+    // read back from the store lists its metrics in another order than a fresh one, so the
+    // plan prompts of a run that reuses the first run's cached baseline differ from the ones
+    // recorded in the session, and the replay finds no replies.
+    const settings = JSON.parse(readFileSync(SETTINGS, "utf8"));
+    settings["autocomp.store"] = STORE2;
+    writeFileSync(SETTINGS, JSON.stringify(settings, null, 2));
+    await page.waitForTimeout(6000); // the file watcher sees the change and the server re-reads its settings
     await runCommand("Autocomp: Optimize Kernel");
     await waitStatus(/optimizing/, 60000, "the second job running");
     await shot("run2-progress", "second run in progress");
@@ -188,6 +198,26 @@ try {
     await shot("candidate-diff", "native diff editor: original kernel vs the best candidate");
   });
 
+  await step("check-applied", async () => {
+    // Bring the example back (from the explorer: Quick Open would also offer the diff's
+    // virtual document of the same name) and compare the text on disk with the original.
+    await page.locator(".explorer-folders-view .monaco-list-row", { hasText: FILE }).first().click();
+    await page.locator(`.tab.active:has-text("${FILE}")`).first().waitFor({ timeout: 15000 });
+    const before = readFileSync(ORIGINAL, "utf8");
+    // VS Code saves files changed by an extension's workspace edit itself
+    // (files.refactoring.autoSave); save explicitly only if the buffer is still dirty.
+    if (readFileSync(WS_FILE, "utf8") === before) {
+      await runCommand("File: Save");
+      await page.waitForTimeout(1500);
+    }
+    const after = readFileSync(WS_FILE, "utf8");
+    if (before === after) {
+      throw new Error("the example on disk is unchanged after the finished run: no kernel was applied");
+    }
+    writeFileSync(join(SHOTS, "applied-kernel.txt"), after);
+    say(`the applied kernel differs from the original (${before.length} -> ${after.length} chars); saved as applied-kernel.txt`);
+    await shot("applied-saved", "the example saved with the applied, faster kernel");
+  });
   await step("show-run", async () => {
     await runCommand("View: Close Primary Side Bar");
     await runCommand("View: Close All Editors");
@@ -198,24 +228,6 @@ try {
     await shot("run-view", "the run view: candidates with plan, verdict, metric, speedup and the chart");
   });
 
-  await step("check-applied", async () => {
-    // Bring the example back and save it, so the applied text can be compared on disk.
-    await page.keyboard.press("Control+P");
-    await page.locator(".quick-input-widget input").fill(FILE);
-    await page.locator(".quick-input-list .monaco-list-row", { hasText: FILE }).first().waitFor({ timeout: 15000 });
-    await page.keyboard.press("Enter");
-    await page.waitForTimeout(500);
-    await page.keyboard.press("Control+S");
-    await page.waitForTimeout(1500);
-    const before = readFileSync(ORIGINAL, "utf8");
-    const after = readFileSync(WS_FILE, "utf8");
-    if (before === after) {
-      throw new Error("the example on disk is unchanged after the finished run: no kernel was applied");
-    }
-    writeFileSync(join(SHOTS, "applied-kernel.txt"), after);
-    say(`the applied kernel differs from the original (${before.length} -> ${after.length} chars); saved as applied-kernel.txt`);
-    await shot("applied-saved", "the example saved with the applied kernel");
-  });
   await step("server-missing", async () => {
     // Point the server setting at a command that does not exist: the extension must say so,
     // with the fix, in one message.

@@ -11,12 +11,12 @@
 # uitest/double/scale.script.json: the same editor scenario in seconds, without a simulator.
 #
 # Environment (all optional):
-#   AUTOCOMP_UITEST_EXAMPLE  kernel file to optimize  (default: the bundled Gemmini example)
+#   AUTOCOMP_UITEST_EXAMPLE  kernel file to optimize  (default: examples/gemmini/gemm_512.c)
 #   AUTOCOMP_UITEST_SESSION  recorded session for it  (default: the example's session file)
 #   AUTOCOMP_UITEST_LINE     1-based line inside the kernel (default: the line of AUTOCOMP_UITEST_KERNEL)
 #   AUTOCOMP_UITEST_KERNEL   the kernel's function name (default: derived from the example)
-#   AUTOCOMP_UITEST_SETTINGS JSON object of extra workspace settings (e.g. search sizes that
-#                            match how the session was recorded)
+#   AUTOCOMP_UITEST_SETTINGS JSON object of workspace settings (default: the search sizes the
+#                            bundled Gemmini sessions were recorded with; replay needs them)
 #   AUTOCOMP_UITEST_CACHE    where code-server, Node 24 and playwright-core are installed
 #                            (default ~/.cache/autocomp-vscode-uitest; reused across runs)
 #   AUTOCOMP_UITEST_TIMEOUT  seconds to wait for the second run to finish (default 600)
@@ -174,7 +174,7 @@ curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null
 # --- 9. The scenario in the browser.
 log "driving VS Code (screenshots in $shots)"
 URL="http://127.0.0.1:$port/?folder=$work/ws" FILE="$(basename "$example")" LINE="$line" SHOTS="$shots" \
-  WS_FILE="$ws_file" ORIGINAL="$work/original.txt" SETTINGS="$work/ws/.vscode/settings.json" PLAYWRIGHT="$cache/driver/node_modules/playwright-core" \
+  WS_FILE="$ws_file" ORIGINAL="$work/original.txt" SETTINGS="$work/ws/.vscode/settings.json" STORE2="$work/store-run2" PLAYWRIGHT="$cache/driver/node_modules/playwright-core" \
   FINISH_TIMEOUT="${AUTOCOMP_UITEST_TIMEOUT:-600}" \
   node "$here/drive.mjs"
 log "passed; screenshots:"
