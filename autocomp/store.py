@@ -33,7 +33,9 @@ class JSONDisk(diskcache.Disk):
     def store(self, value: Any, read: bool, key: Any = diskcache.core.UNKNOWN):  # type: ignore[override]
         if read:
             raise StoreError("file-like values are not stored")
-        data = json.dumps(value, separators=(",", ":"), sort_keys=True).encode("utf-8")
+        # Insertion order is kept (no sort_keys): metric order reaches prompts, and a
+        # cached evaluation must produce the very prompt a fresh one did.
+        data = json.dumps(value, separators=(",", ":")).encode("utf-8")
         return super().store(data, False, key=key)
 
     def fetch(self, mode: int, filename: str, value: Any, read: bool):  # type: ignore[override]

@@ -11,6 +11,10 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 export DEBIAN_FRONTEND=noninteractive
 as_root apt-get update -qq
 as_root apt-get install -y -qq python3 python3-venv python3-pip python3-dev git g++ make >/dev/null
+# Node.js 20+ builds the VS Code extension; the machine image usually has it already.
+if ! command -v node >/dev/null 2>&1; then
+  as_root apt-get install -y -qq nodejs npm >/dev/null
+fi
 
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
-SERVER_CMD = [sys.executable, "-m", "autocomp.server"]
+SERVER_CMD = [sys.executable, "-m", "autocomp", "lsp"]  # what users run: `autocomp lsp`
 
 
 def nvim_07() -> str:

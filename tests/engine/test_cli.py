@@ -114,3 +114,25 @@ def test_runs_and_show(tmp_path, capsys, monkeypatch):
     assert main(["show", runs[0]["run_id"]]) == 0
     shown = capsys.readouterr().out
     assert "+  cost = 250" in shown and "usage openai:fake" in shown
+
+
+def test_replay_works_again_with_evaluations_cached(tmp_path):
+    """A cached evaluation must render the same prompt as a fresh one (metric order
+    included), or a second replay in the same store would miss its recorded replies."""
+    from autocomp.store import Store
+
+    store = Store.open(tmp_path / "h")
+    ordered = {"verdict": "correct", "metrics": {"zeta": {"value": 1, "unit": "u", "source": "s"}, "alpha": {"value": 2, "unit": "u", "source": "s"}}}
+    store.set("k", ordered)
+    assert list(store.get("k")["metrics"]) == ["zeta", "alpha"]
+
+    kernel = tmp_path / "scale.kern"
+    kernel.write_text(KERNEL)
+    session = tmp_path / "s.jsonl"
+    with FakeLLMServer(halving_rules()) as server:
+        run_cli(["optimize", str(kernel), "--llm", "openai:fake", "--record", str(session), *FLAGS], env=server.env())
+    env = {"AUTOCOMP_HOME": str(tmp_path / "shared-home")}
+    first = run_cli(["optimize", str(kernel), "--llm", f"replay:{session}", *FLAGS], env=env)
+    second = run_cli(["optimize", str(kernel), "--llm", f"replay:{session}", *FLAGS], env=env)
+    assert "no reply" not in second.stderr
+    assert first.stdout == second.stdout

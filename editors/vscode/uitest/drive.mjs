@@ -165,7 +165,8 @@ try {
     await page.waitForTimeout(6000); // the file watcher sees the change and the server re-reads its settings
     await runCommand("Autocomp: Optimize Kernel");
     await waitStatus(/optimizing/, 60000, "the second job running");
-    await shot("run2-progress", "second run in progress");
+    await waitStatus(/optimizing .*iter [1-9]|finished|failed/, 180000, "the second job's first iteration");
+    await shot("run2-progress", "second run in progress: iteration, candidates evaluated and best speedup so far");
     await waitStatus(/finished|failed/, FINISH_TIMEOUT, "the second job ended");
     const text = await statusText();
     if (!/finished/.test(text)) {
@@ -226,6 +227,15 @@ try {
     await page.locator("iframe.webview").first().waitFor({ state: "visible", timeout: 30000 });
     await page.waitForTimeout(3000);
     await shot("run-view", "the run view: candidates with plan, verdict, metric, speedup and the chart");
+    // The view's buttons talk back to the extension: Diff on the second-best candidate.
+    const view = page.frameLocator("iframe.webview").frameLocator("#active-frame");
+    const buttons = view.locator('button[data-action="diff"]');
+    await buttons.first().waitFor({ timeout: 15000 });
+    const target = await buttons.nth(1).getAttribute("data-candidate");
+    await buttons.nth(1).click();
+    await page.locator(".tab", { hasText: `original ↔ ${target}` }).first().waitFor({ timeout: 30000 });
+    await page.waitForTimeout(1500);
+    await shot("run-view-diff", `the run view's Diff button: a diff of ${target} opened next to the run view`);
   });
 
   await step("server-missing", async () => {
