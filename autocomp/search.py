@@ -195,6 +195,9 @@ class BeamSearch:
         stale = 0
         reason = "completed"
         for iteration in range(1, self.config.iterations + 1):
+            if self._stopping:  # stop() came before this iteration's work existed
+                reason = "cancelled"
+                break
             self._work = asyncio.create_task(self._iteration(iteration, beam))
             try:
                 children = await self._work

@@ -24,14 +24,19 @@ def build_parser() -> argparse.ArgumentParser:
     evaluate.add_parser(sub)
     runs.add_parsers(sub)
     doctor.add_parser(sub)
-    lsp = sub.add_parser("lsp", help="run the language server (stdio; --tcp HOST:PORT for debugging)")
-    lsp.add_argument("server_args", nargs=argparse.REMAINDER)
+    lsp = sub.add_parser("lsp", help="run the language server (stdio; --tcp HOST:PORT for debugging)", add_help=False)
     lsp.set_defaults(handler=_lsp)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    # The server parses its own options (--tcp, --log-level, --help): hand them over whole.
+    args, extra = parser.parse_known_args(argv)
+    if args.command == "lsp":
+        args.server_args = extra
+    elif extra:
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return int(args.handler(args))
     except CliError as exc:

@@ -109,3 +109,16 @@ async def test_seed_plans_are_tried_first_without_asking(monkeypatch):
         events = await collect(search)
     assert server.by_role["plan"] == 0
     assert events[-1].speedup == pytest.approx(2.0)
+
+
+async def test_stop_before_first_iteration_asks_nothing(monkeypatch):
+    with fake_server(monkeypatch, rules=halving_rules(), hang_after=0, hang_seconds=30) as server:
+        search = make_search()
+        events = []
+        async for event in search.run():
+            events.append(event)
+            if isinstance(event, RunStarted):
+                search.stop()
+        await search.pool.close()
+    assert events[-1].reason == "cancelled"
+    assert server.requests == 0
