@@ -2,7 +2,7 @@
 
 A child survives only if it is correct and strictly better than its parent on the primary
 metric (by at least ``min_improvement``, a fraction). The next beam is the best ``width``
-of the old beam plus the surviving children, with duplicate code dropped (first seen wins).
+of the old beam plus the surviving children, with duplicate code dropped (the best-ranked copy stays).
 """
 
 from __future__ import annotations
@@ -48,13 +48,13 @@ def select_beam(
         parent = parents.get(child.parent or "")
         if parent is not None and improves(child, parent, metric, lower_is_better, min_improvement):
             pool.append(child)
+    pool.sort(key=lambda c: rank_key(c, metric, lower_is_better))
     seen: set[str] = set()
     unique: list[Candidate] = []
-    for candidate in pool:
+    for candidate in pool:  # best first, so of duplicate codes the best-measured one stays
         h = code_hash(candidate.code)
         if h in seen:
             continue
         seen.add(h)
         unique.append(candidate)
-    unique.sort(key=lambda c: rank_key(c, metric, lower_is_better))
     return unique[:width]
