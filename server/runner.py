@@ -99,6 +99,7 @@ def end_progress(ls: AutocompServer, job: Job) -> None:
     token = job.progress_token
     if token is None or ls.closing:
         return
+    job.progress_token = None  # ended once, whichever path gets here first
     ls.work_done_progress.end(token, lsp.WorkDoneProgressEnd(message=render.status_line(job)))
     ls.work_done_progress.tokens.pop(token, None)
 
@@ -147,6 +148,7 @@ async def run_job(ls: AutocompServer, job: Job, problem: Problem, backend: Backe
                 ls.measurements[job.key] = job.baseline.metric  # the kernel's lens shows it from now on
             if isinstance(event, ev.RunFinished):
                 publisher.publish(force=True)
+                end_progress(ls, job)  # the progress bar closes before the edit and its message
                 await apply.finish(ls, job, event)
             elif isinstance(event, ev.RunFailed):
                 ls.show(f"Autocomp: optimizing {job.kernel} failed: {event.error}", lsp.MessageType.Error)

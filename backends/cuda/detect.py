@@ -19,7 +19,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
-from autocomp.backends.cuda import cscan
+from autocomp.backends import cscan
 from autocomp.backends.cuda.annotations import _LINE
 from autocomp.model import KernelSpan
 
@@ -45,27 +45,28 @@ def detect(path: str, text: str) -> list[KernelSpan]:
 def detect_cu(text: str) -> list[KernelSpan]:
     if "__global__" not in text:
         return []
-    funcs = cscan.functions(text)
+    funcs = cscan.find_functions(text, cxx=True, closed_only=True)
+    masked = cscan.mask(text)
     annotated_entry = None
     for line in text.splitlines():
         m = _LINE.match(line)
         if m and m.group(1).split()[:1] == ["entry"] and len(m.group(1).split()) == 2:
             annotated_entry = m.group(1).split()[1]
-    entries = [f for f in funcs if f.is_host and (f.launches or f.name == annotated_entry)]
+    entries = [f for f in funcs if f.is_host and ("<<<" in f.body(masked) or f.name == annotated_entry)]
     lines = cscan.LineIndex(text)
     spans: list[KernelSpan] = []
     if entries:
         start = cscan.code_start_line(text)
         for f in entries:
-            end_line = lines.line(f.end - 1) + 1
-            first = min(start, lines.line(f.header_start))
+            end_line = lines.line(f.body_end - 1) + 1
+            first = min(start, lines.line(f.start))
             spans.append(KernelSpan(f.name, TARGET, first, end_line))
             start = end_line
         return spans
     for f in funcs:
         if f.is_global:
             spans.append(
-                KernelSpan(f.name, TARGET, lines.line(f.header_start), lines.line(f.end - 1) + 1)
+                KernelSpan(f.name, TARGET, lines.line(f.start), lines.line(f.body_end - 1) + 1)
             )
     return spans
 

@@ -13,7 +13,7 @@ synchronisation, with warm-up and an L2 flush before every trial.
 from __future__ import annotations
 
 from autocomp.backends.base import BackendError
-from autocomp.backends.cuda import cscan
+from autocomp.backends import cscan
 from autocomp.backends.cuda.annotations import Annotation
 
 # exit codes of the generated harness
@@ -23,7 +23,7 @@ EXIT_USAGE, EXIT_REFERENCE, EXIT_CANDIDATE, EXIT_SETUP = 2, 3, 4, 5
 def entry_wrapper(source: str, ann: Annotation) -> str:
     """``extern "C"`` wrapper calling the annotated entry with pointers/scalars from a
     ``void*`` array in annotation order (buffers first, then scalars)."""
-    entry = next((f for f in cscan.functions(source) if f.name == ann.entry and f.is_host), None)
+    entry = next((f for f in cscan.find_functions(source, cxx=True, closed_only=True) if f.name == ann.entry and f.is_host), None)
     if entry is None:
         raise BackendError(
             f"the annotated entry `{ann.entry}` is not defined as a host function in the file; "
@@ -31,7 +31,7 @@ def entry_wrapper(source: str, ann: Annotation) -> str:
         )
     order = [b.name for b in ann.buffers] + [s.name for s in ann.scalars]
     args = []
-    for ctype, name in cscan.split_params(entry.params):
+    for ctype, name in cscan.split_params(entry.params(cscan.mask(source))):
         if name not in order:
             raise BackendError(
                 f"parameter `{name}` of `{ann.entry}` is not described; add `// autocomp: input {name} TYPE [SIZE]` "

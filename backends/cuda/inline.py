@@ -16,7 +16,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from autocomp.backends.cuda import cscan
+from autocomp.backends import cscan
 
 TORCH_MARKERS = re.compile(r"\btorch::|\bat::|\bc10::|\bTensor\b|\bTORCH_|\bAT_[A-Z]|PYBIND11|pybind11|\bC10_")
 TORCH_INCLUDE = re.compile(r"^\s*#\s*include\s*[<\"](torch|ATen|c10|pybind11|THC)/")
@@ -97,12 +97,12 @@ def _top_level_items(masked: str) -> list[tuple[int, int, str]]:
                 items.append((start, i + 1, ""))
             start = i + 1
         elif ch == "{":
-            close = cscan._match(masked, i, "{", "}")
+            close = cscan.match_bracket(masked, i)
             if close < 0:
                 break
-            parsed = cscan._header_name(masked[start:i])
+            parsed = cscan.parse_header(masked[start:i], cxx=True)
             if parsed or re.match(r"^\s*(namespace\b|extern\b)", masked[start:i]):
-                items.append((start, close + 1, parsed[0] if parsed else ""))
+                items.append((start, close + 1, parsed.name if parsed else ""))
                 start = close + 1
             i = close + 1
             continue

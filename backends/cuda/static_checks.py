@@ -16,7 +16,7 @@ import ast
 import re
 from dataclasses import dataclass
 
-from autocomp.backends.cuda import cscan
+from autocomp.backends import cscan
 
 
 @dataclass(frozen=True)
@@ -61,10 +61,10 @@ def check_cuda(source: str, line_base: int = 0, original: str | None = None) -> 
         m = pattern.search(visible)
         if m:
             findings.append(Finding(rule, f"{reason} (found `{m.group(0).strip()}`)", line_base + cscan.line_of(visible, m.start()) + 1))
-    for f in cscan.functions(source):
-        if f.is_global and not cscan.mask(f.body).strip("{} \n\t\r"):
+    for f in cscan.find_functions(source, cxx=True, closed_only=True):
+        if f.is_global and not cscan.mask(f.body(source)).strip("{} \n\t\r"):
             findings.append(Finding("empty-kernel", f"kernel `{f.name}` has an empty body; it does no work",
-                                    line_base + cscan.line_of(source, f.header_start) + 1))
+                                    line_base + cscan.line_of(source, f.start) + 1))
     if original is not None:
         low = re.compile(r"\b(__half2?|__nv_bfloat162?|__float2half\w*|__float2bfloat16\w*|half2)\b")
         m = low.search(masked)

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 from autocomp.backends.base import Backend, BackendError, TierInfo, ToolCheck
+from autocomp.backends.cscan import find_global_arrays, mask
 from autocomp.model import Evaluation, KernelSpan, Metric, Problem, Verdict
 from autocomp.sandbox import cpu_slots
 
 from . import compare
 from .checks import reject_reason
-from .cscan import blank_comments, find_global_arrays
 from .detect import HINT, SUBSTITUTE_NAME, detect_kernels, find_function
 from .elfsym import ElfError, read_symbols
 from .harness import (
@@ -167,12 +167,12 @@ class GemminiBackend(Backend):
                 raise BackendError(
                     f"{problem.path}: a `// SUBSTITUTE HERE` test program needs a main() that runs the kernel"
                 )
-            main_params = " ".join(main.params(blank_comments(text)).split())
+            main_params = " ".join(main.params(mask(text)).split())
             main_args = "" if main_params in ("", "void") else "0, (char **)0"
             lines = text.splitlines(keepends=True)
             start_off = sum(len(l) for l in lines[: problem.span.start_line])
             end_off = sum(len(l) for l in lines[: problem.span.end_line])
-            clean = blank_comments(text)
+            clean = mask(text)
             inside = _brace_depth(clean, start_off) > 0
             arrays = [g.name for g in find_global_arrays(text, exclude=(start_off, end_off))]
             if not arrays:

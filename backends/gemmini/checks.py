@@ -14,7 +14,7 @@ import re
 
 from autocomp.backends.base import BackendError
 
-from .cscan import blank_comments, split_top_level
+from autocomp.backends.cscan import mask, split_top_level
 from .detect import find_function
 from .signature import ArrayParam, parse_param
 
@@ -32,9 +32,9 @@ def reject_reason(code: str, kernel_name: str | None, original_params: list[Arra
         return "names containing `autocomp` are reserved for the harness; rename them"
     if _SECTION.search(code):
         return "placing code or data in a named section (section attributes, .section/.org directives) is not allowed"
-    if _STARTUP.search(blank_comments(code)):
+    if _STARTUP.search(mask(code)):
         return "code that runs outside the kernel call (constructor/destructor functions) is not allowed"
-    if _LINKER_TRICKS.search(blank_comments(code)):
+    if _LINKER_TRICKS.search(mask(code)):
         return "the kernel may not refer to the runtime's symbols (_start, tohost, fromhost, __start_/__stop_)"
     if kernel_name is None:
         return None
@@ -42,7 +42,7 @@ def reject_reason(code: str, kernel_name: str | None, original_params: list[Arra
     if fn is None:
         return f"the code must define the kernel function `{kernel_name}` (same name and parameters as the original)"
     if original_params is not None:
-        clean = blank_comments(code)
+        clean = mask(code)
         raw = " ".join(fn.params(clean).split())
         parts = [] if raw in ("", "void") else split_top_level(raw)
         try:

@@ -17,7 +17,7 @@ import re
 
 from autocomp.model import KernelSpan
 
-from .cscan import FunctionDef, blank_comments, find_functions, line_of
+from autocomp.backends.cscan import FunctionDef, find_functions, line_of, mask
 
 TARGET = "gemmini"
 SUBSTITUTE_BEGIN = "// SUBSTITUTE HERE"
@@ -87,7 +87,7 @@ def substitute_span(text: str) -> KernelSpan | None:
 def function_spans(text: str) -> list[KernelSpan]:
     """Kernel functions of ``text`` as whole-line spans (from the return type's line
     through the closing brace's line)."""
-    clean = blank_comments(text)
+    clean = mask(text)
     gemmini_file = includes_gemmini(text)
     spans: list[KernelSpan] = []
     for fn in find_functions(text):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from autocomp.backends.base import BackendError
 
-from .cscan import FunctionDef, blank_comments, split_top_level
+from autocomp.backends.cscan import FunctionDef, mask, split_top_level
 
 # element type -> (bytes, kind) where kind is "int", "uint" or "float"
 ELEMENT_TYPES: dict[str, tuple[int, str]] = {
@@ -251,7 +251,7 @@ def _written(name: str, body: str, array_names: list[str]) -> bool:
 def parse_signature(text: str, fn: FunctionDef) -> Signature:
     """The signature of kernel ``fn`` in file ``text``; BackendError with the fix when the
     harness cannot be generated from it."""
-    clean = blank_comments(text)
+    clean = mask(text)
     params_text = " ".join(fn.params(clean).split())
     head = clean[fn.start : fn.params_start - 1]
     return_type = " ".join(head.split()[:-1]) or "void"

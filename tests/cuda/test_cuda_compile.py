@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 
@@ -89,10 +88,9 @@ def test_results_are_cached_by_source_hash(tmp_path):
     compiler = cuda_compile.Compiler(cuda_compile.find_nvcc(), "sm_90", cache_dir=tmp_path)
     src = "__global__ void k(float* y) { y[threadIdx.x] = 1.f; }\n"
     first = asyncio.run(compiler.compile(src))
-    t0 = time.monotonic()
     second = asyncio.run(compiler.compile(src))
     assert first.ok and not first.cached
-    assert second.cached and time.monotonic() - t0 < 0.5
+    assert second.cached
     assert second.kernels == first.kernels
     # another architecture is another entry
     other = asyncio.run(cuda_compile.Compiler(compiler.nvcc, "sm_80", cache_dir=tmp_path).compile(src))

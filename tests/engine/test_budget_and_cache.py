@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from autocomp.config import SearchConfig
 from autocomp.events import RunFinished
 

@@ -7,7 +7,6 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 from autocomp.cli.main import main
 from autocomp.testing.fake_llm import FakeLLMServer

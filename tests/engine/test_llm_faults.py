@@ -3,8 +3,6 @@ retried call, never a crashed run."""
 
 from __future__ import annotations
 
-import pytest
-
 from autocomp.config import SearchConfig
 from autocomp.events import CandidateEvaluated, Notice, RunFinished
 from autocomp.model import Verdict

@@ -4,7 +4,6 @@ selection, store round-trips, code extraction."""
 from __future__ import annotations
 
 import random
-import tempfile
 
 import pytest
 from hypothesis import given, settings

@@ -9,7 +9,7 @@ from autocomp.config import SearchConfig
 from autocomp.events import CandidateEvaluated, PlansProposed, RunFailed, RunFinished, RunStarted
 from autocomp.model import Verdict
 
-from .helpers import KERNEL, collect, fake_server, fenced, halving_rules, kern, make_search
+from .helpers import collect, fake_server, fenced, halving_rules, kern, make_search
 
 
 async def test_search_improves_and_reports(monkeypatch):

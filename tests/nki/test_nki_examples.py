@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -26,15 +25,12 @@ def test_each_step_is_correct_and_faster(name):
     steps = sorted((EXAMPLES / "steps").glob(f"{name}_*.py"))
     assert len(steps) >= 3
     codes = [problem.code] + [backend.make_problem(str(s), s.read_text()).code for s in steps]
-    start = time.monotonic()
     evs = asyncio.run(backend.evaluate(problem, codes))
-    elapsed = time.monotonic() - start
     cycles = []
     for step, ev in zip(["original"] + [s.name for s in steps], evs):
         assert ev.verdict is Verdict.CORRECT, f"{step}: {ev.feedback}"
         cycles.append(ev.metrics["cycles"].value)
     assert all(b < a for a, b in zip(cycles, cycles[1:])), cycles
-    assert elapsed / len(codes) < 3.0
 
 
 @pytest.mark.parametrize("name", NAMES)
