@@ -23,7 +23,8 @@ EXIT_USAGE, EXIT_REFERENCE, EXIT_CANDIDATE, EXIT_SETUP = 2, 3, 4, 5
 def entry_wrapper(source: str, ann: Annotation) -> str:
     """``extern "C"`` wrapper calling the annotated entry with pointers/scalars from a
     ``void*`` array in annotation order (buffers first, then scalars)."""
-    entry = next((f for f in cscan.find_functions(source, cxx=True, closed_only=True) if f.name == ann.entry and f.is_host), None)
+    functions = cscan.find_functions(source, cxx=True, closed_only=True)
+    entry = next((f for f in functions if f.name == ann.entry and f.is_host), None)
     if entry is None:
         raise BackendError(
             f"the annotated entry `{ann.entry}` is not defined as a host function in the file; "
