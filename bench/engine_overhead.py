@@ -7,8 +7,10 @@ one implementation call + one evaluation. If all independent work runs concurren
 iteration's wall time is close to that. Prints, measured in this run:
 
 - per iteration: wall seconds, critical path seconds, their ratio (target <= 1.2)
-- engine CPU per candidate in ms (target < 5): this process's CPU time (engine + SDK HTTP
-  client; the fake server's CPU is in another process) divided by candidates evaluated
+- engine CPU per candidate in ms (target < 5): this process's CPU time divided by
+  candidates evaluated, once with the live SDK path (engine + OpenAI SDK HTTP client; the
+  fake server's CPU is in another process) and once replaying the same run from a recorded
+  session (engine alone: no HTTP, no SDK)
 
 Usage: python bench/engine_overhead.py [--latency 0.3] [--iterations 4]
 """
@@ -43,16 +45,24 @@ def rules(n: int) -> dict:
     return {"rules": [{"role": "plan", "replies": plans}, {"role": "implement", "replies": impls}]}
 
 
-async def measure(base_url: str, latency: float, iterations: int) -> None:
+async def measure(base_url: str, latency: float, iterations: int, session: str) -> None:
     os.environ["OPENAI_BASE_URL"] = base_url + "/v1"
     os.environ["OPENAI_API_KEY"] = "bench-not-secret"
+    marks, cpu_marks, counts = await run_once(["openai:bench"], latency, iterations, record=session)
+    report_live(latency, marks, cpu_marks, counts)
+    _, replay_cpu, replay_counts = await run_once([f"replay:{session}"], latency, iterations, record=None)
+    cpu = replay_cpu[-1] - replay_cpu[1]
+    steady = replay_counts[-1] - replay_counts[1]
+    print(f"engine CPU per candidate, engine alone (same run replayed, no SDK): {1000 * cpu / max(steady, 1):.2f} ms over {steady} candidates (target < 5 ms)")
+
+
+async def run_once(specs: list[str], latency: float, iterations: int, record: str | None):
     store = Store.open(tempfile.mkdtemp(prefix="autocomp-bench-"))
     backend = ScriptedBackend({"latency": latency})
     problem = backend.make_problem("bench.kern", KERNEL)
     config = SearchConfig(iterations=iterations, beam=4, plans=4, implementations=2, early_stop=0, llm_concurrency=64, repair=False)
-    pool = build_pool(["openai:bench"], store, concurrency=64)
+    pool = build_pool(specs, store, record=record, concurrency=64)
     search = BeamSearch(problem, backend, pool, config, store, evaluator=Evaluator(backend, store, concurrency=64))
-    critical = 3 * latency  # plan + implementation + evaluation
     marks: list[float] = []
     cpu_marks: list[float] = []
     counts: list[int] = []
@@ -65,6 +75,11 @@ async def measure(base_url: str, latency: float, iterations: int) -> None:
         elif isinstance(event, CandidateEvaluated):
             candidates += 1
     await pool.close()
+    return marks, cpu_marks, counts
+
+
+def report_live(latency: float, marks: list[float], cpu_marks: list[float], counts: list[int]) -> None:
+    critical = 3 * latency  # plan + implementation + evaluation
     print(f"engine overhead (scripted backend double {latency:.2f} s/eval, fake LLM {latency:.2f} s/call via openai SDK; beam 4 x plans 4 x impl 2)")
     print(f"{'iteration':>9} {'wall s':>8} {'critical s':>10} {'ratio':>6}")
     ratios = []
@@ -79,7 +94,7 @@ async def measure(base_url: str, latency: float, iterations: int) -> None:
     cpu = cpu_marks[-1] - cpu_marks[1]
     steady = counts[-1] - counts[1]
     first = cpu_marks[1] - cpu_marks[0]
-    print(f"engine CPU per candidate, steady state: {1000 * cpu / max(steady, 1):.2f} ms over {steady} candidates (target < 5 ms; process CPU time of this process: engine + SDK client)")
+    print(f"engine CPU per candidate with the live SDK path: {1000 * cpu / max(steady, 1):.2f} ms over {steady} candidates (process CPU time: engine + OpenAI SDK client)")
     print(f"one-time start-up CPU in iteration 1 (SDK import, TLS context): {first:.2f} s")
 
 
@@ -97,7 +112,9 @@ def main() -> int:
     )
     try:
         base_url = server.stdout.readline().strip()
-        asyncio.run(measure(base_url, args.latency, args.iterations))
+        session = handle.name + ".session.jsonl"
+        asyncio.run(measure(base_url, args.latency, args.iterations, session))
+        os.unlink(session)
     finally:
         server.terminate()
         server.wait()
