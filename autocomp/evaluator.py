@@ -12,6 +12,7 @@ from typing import Sequence
 
 from autocomp.backends.base import Backend
 from autocomp.model import Evaluation, Problem, Verdict
+from autocomp import sandbox
 from autocomp.sandbox import cpu_slots
 from autocomp.store import Store
 
@@ -27,7 +28,8 @@ class Evaluator:
         self._inflight: dict[str, asyncio.Future[Evaluation]] = {}
 
     def _key(self, problem: Problem, code: str) -> str:
-        return Store.eval_key(code, problem.content_hash(), self.backend.cache_identity())
+        # An evaluation made without isolation is never reused for an isolated run.
+        return Store.eval_key(code, problem.content_hash(), f"{self.backend.cache_identity()}:sandbox={sandbox.label()}")
 
     def cached(self, problem: Problem, code: str) -> Evaluation | None:
         if self.store is None:
@@ -63,13 +65,15 @@ class Evaluator:
             start = time.monotonic()
             try:
                 (result,) = await self.backend.evaluate(problem, [code])
-            except asyncio.CancelledError:
-                raise
+            except (asyncio.CancelledError, sandbox.SandboxUnavailable):
+                raise  # no isolation: the whole run stops with the fix, not each candidate
             except Exception as exc:  # a backend bug must not take the run down
-                result = Evaluation(Verdict.RUNTIME_ERROR, feedback=f"evaluator failed: {type(exc).__name__}: {exc}")
+                result = Evaluation(Verdict.RUNTIME_ERROR, feedback=f"evaluator failed: {type(exc).__name__}: {exc}",
+                                    sandbox=sandbox.label())
                 return result  # not cached: it may be fixed by the next try
             if not result.seconds:
                 result.seconds = time.monotonic() - start
+            result.sandbox = sandbox.label()
         self.evaluated += 1
         if self.store is not None:
             self.store.set(self._key(problem, code), result.to_json())

@@ -85,6 +85,9 @@ class Evaluation:
     tier: str = ""
     confirmed: bool = False
     seconds: float = 0.0
+    # How the candidate was isolated ("bwrap", or "off" when the user opted out); set by
+    # the evaluator so every result shows it.
+    sandbox: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -94,6 +97,7 @@ class Evaluation:
             "tier": self.tier,
             "confirmed": self.confirmed,
             "seconds": self.seconds,
+            "sandbox": self.sandbox,
         }
 
     @classmethod
@@ -105,6 +109,7 @@ class Evaluation:
             tier=d.get("tier", ""),
             confirmed=bool(d.get("confirmed", False)),
             seconds=float(d.get("seconds", 0.0)),
+            sandbox=str(d.get("sandbox", "")),
         )
 
 

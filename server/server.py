@@ -18,6 +18,7 @@ from pygls.lsp.server import LanguageServer
 from autocomp.model import Metric
 from autocomp.server.documents import DetectedKernel, DocumentIndex
 from autocomp.server.jobs import JobRegistry
+from autocomp import sandbox
 from autocomp.server.settings import Settings, parse_settings
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,7 @@ class AutocompServer(LanguageServer):
     # -- settings ----------------------------------------------------------------------
     def update_settings(self, raw: Any) -> None:
         self.settings, problems = parse_settings(raw, self.settings)
+        sandbox.configure(self.settings.sandbox)
         self.documents.clear()
         for problem in problems:
             self.report_once(problem, lsp.MessageType.Warning)

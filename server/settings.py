@@ -33,6 +33,10 @@ class Settings:
     llm: list[str] = field(default_factory=list)
     search: SearchSettings = field(default_factory=SearchSettings)
     auto_apply: bool = True
+    # Let auto-apply use a result from a tier that cannot confirm it (estimates).
+    accept_unconfirmed: bool = False
+    # "auto"/"bwrap" isolate every candidate; "off" opts out (shown in every result).
+    sandbox: str = "auto"
     min_speedup: float = 1.02
     tune_on_save: bool = True
     targets: list[str] = field(default_factory=lambda: list(DEFAULT_TARGETS))
@@ -137,6 +141,8 @@ def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, li
         llm=list(cur.llm),
         search=SearchSettings(**vars(cur.search)),
         auto_apply=cur.auto_apply,
+        accept_unconfirmed=cur.accept_unconfirmed,
+        sandbox=cur.sandbox,
         min_speedup=cur.min_speedup,
         tune_on_save=cur.tune_on_save,
         targets=list(cur.targets),
@@ -159,6 +165,14 @@ def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, li
         problems.append(f"autocomp.search must be an object, got {search!r}")
     if "autoApply" in section and (b := _bool(section["autoApply"], "autoApply", problems)) is not None:
         out.auto_apply = b
+    if "acceptUnconfirmed" in section and (b := _bool(section["acceptUnconfirmed"], "acceptUnconfirmed", problems)) is not None:
+        out.accept_unconfirmed = b
+    if "sandbox" in section:
+        value = section["sandbox"]
+        if isinstance(value, str) and value.strip().lower() in ("auto", "bwrap", "off"):
+            out.sandbox = value.strip().lower()
+        else:
+            problems.append(f'autocomp.sandbox must be "auto", "bwrap" or "off", got {value!r}')
     if "minSpeedup" in section and (f := _float(section["minSpeedup"], "minSpeedup", 1.0, 1e6, problems)) is not None:
         out.min_speedup = f
     if "tuneOnSave" in section and (b := _bool(section["tuneOnSave"], "tuneOnSave", problems)) is not None:

@@ -7,6 +7,7 @@ import argparse
 import json
 import os
 
+from autocomp import sandbox
 from autocomp.backends import BackendError, get_backend, target_names
 from autocomp.backends.base import ToolCheck
 from autocomp.cli.common import EXIT_OK
@@ -19,8 +20,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
+def isolation_report() -> dict:
+    """Which isolation candidate code gets here, and how to fix it when there is none."""
+    try:
+        mode = sandbox.mode()
+    except sandbox.SandboxUnavailable as exc:
+        return {"active": "invalid", "ok": False, "detail": str(exc)}
+    if mode == "off":
+        return {
+            "active": "off",
+            "ok": False,
+            "detail": "isolation turned off (AUTOCOMP_SANDBOX=off or autocomp.sandbox = \"off\"): candidates run "
+            "with your files and network; only the environment is still cleared",
+        }
+    probe = sandbox.probe()
+    if not probe.works:
+        return {"active": "none", "ok": False, "detail": f"{probe.detail}; evaluations will refuse to run. {sandbox.INSTALL_HINT}"}
+    return {
+        "active": "bwrap",
+        "ok": True,
+        "detail": f"{probe.detail}: no network, empty environment, read-only toolchain view, own PID namespace, "
+        f"no /proc; process limit by {probe.pids}",
+    }
+
+
 def collect() -> dict:
-    report: dict = {"targets": {}, "llm": {}, "store": str(default_home())}
+    report: dict = {"isolation": isolation_report(), "targets": {}, "llm": {}, "store": str(default_home())}
     for name in target_names():
         try:
             backend = get_backend(name)
@@ -49,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return EXIT_OK
+    iso = report["isolation"]
+    print(f"isolation: {iso['active']}")
+    print(f"  {'ok ' if iso['ok'] else '!! '}{iso['detail']}")
     for name, info in report["targets"].items():
         print(f"{name}: tier {info['tier']}{'' if info['confirms'] else ' (cannot confirm speedups)'}")
         if info.get("note"):

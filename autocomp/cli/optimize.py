@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import os
 import signal
+import sys
 from pathlib import Path
 
 from autocomp.backends import BackendError, get_backend
@@ -44,7 +45,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget-seconds", dest="budget_seconds", type=float)
     p.add_argument("--llm-timeout", dest="llm_timeout", type=float, help="seconds per LLM call, retries included")
     p.add_argument("--json", action="store_true", help="print events as JSON lines")
-    p.add_argument("--write", action="store_true", help="rewrite FILE with the best kernel (only if the kernel is unchanged)")
+    p.add_argument("--write", action="store_true", help="rewrite FILE with the best kernel (only if the kernel is unchanged and the result is confirmed)")
+    p.add_argument(
+        "--accept-unconfirmed",
+        dest="accept_unconfirmed",
+        action="store_true",
+        help="let --write use a result from a tier that cannot confirm it (an estimate or compile-only tier)",
+    )
     p.add_argument("--record", metavar="FILE", help="record every prompt hash and reply to FILE (replay with --llm replay:FILE)")
     p.add_argument("--resume", metavar="RUN", help="continue a stopped run; nothing already paid for is asked or evaluated again")
     p.set_defaults(handler=run)
@@ -147,6 +154,16 @@ def run(args: argparse.Namespace) -> int:
         best = final.best
         if best.parent is None:
             return EXIT_OK
+        if args.write and not final.confirmed and not args.accept_unconfirmed:
+            print(
+                f"autocomp: not written: the best kernel's {final.primary_metric} comes from a tier that cannot confirm "
+                f"a speedup ({final.best.evaluation.tier if final.best.evaluation else 'unknown tier'}). Check it on "
+                f"the confirming evaluator, or pass --accept-unconfirmed to write it anyway.",
+                file=sys.stderr,
+            )
+            if not args.json:
+                print(unified_diff(problem.code, best.code, os.path.basename(problem.path)), end="")
+            return EXIT_FAILED
         if args.write:
             current = read_source(problem.path)
             try:

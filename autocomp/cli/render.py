@@ -8,6 +8,7 @@ import json
 import sys
 from typing import TextIO
 
+from autocomp import sandbox
 from autocomp.events import (
     BaselineEvaluated,
     CandidateEvaluated,
@@ -73,6 +74,8 @@ class ProgressRenderer:
             verb = "resuming" if event.resumed else "optimizing"
             self._line(f"autocomp: {verb} {event.kernel} ({event.target}) in {event.path} — run {event.run_id}")
             self._line(f"  evaluator: {event.tier}{'' if event.confirms else ' (estimate / unconfirmed tier)'}")
+            if sandbox.label() == "off":
+                self._line("  sandbox: OFF (AUTOCOMP_SANDBOX=off): candidates run unisolated, with your files and network")
             if event.replay:
                 self._line("  LLM: REPLAY of a recorded session (no live model is queried): " + ", ".join(event.models))
             else:

@@ -73,7 +73,8 @@ class ScriptedBackend(Backend):
         return PIECES
 
     def tier(self) -> TierInfo:
-        return TierInfo("scripted double", confirms=bool(self.settings.get("confirms", True)), note="test double")
+        confirms = self.settings.get("confirms", os.environ.get("AUTOCOMP_SCRIPTED_CONFIRMS", "1") != "0")
+        return TierInfo("scripted double", confirms=bool(confirms), note="test double")
 
     def doctor(self) -> list[ToolCheck]:
         return [ToolCheck("scripted double", True, "built in (tests only)", required=False)]

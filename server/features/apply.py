@@ -162,11 +162,11 @@ async def finish(ls: AutocompServer, job: Job, event: ev.RunFinished) -> None:
         )
         return
     offer = f"Use the code action 'Apply this candidate ({render.fmt_speedup(best.speedup)})' on {job.kernel} to apply it."
-    if not event.confirmed:
+    if not event.confirmed and not ls.settings.accept_unconfirmed:
         ls.show(
             f"Autocomp: {render.fmt_speedup(best.speedup)} for {job.kernel} comes from "
             f"'{job.tier or 'an estimate'}', which cannot confirm a speedup on this machine, so nothing was applied "
-            f"automatically. {offer}",
+            f"automatically (set autocomp.acceptUnconfirmed to allow it). {offer}",
             lsp.MessageType.Warning,
         )
         return

@@ -84,6 +84,22 @@ def test_write_rewrites_only_an_unchanged_kernel(tmp_path, monkeypatch):
     assert kernel.read_text() == "# header\n" + kern(250) + "# footer\n"
 
 
+def test_write_needs_a_confirmed_result(tmp_path, monkeypatch, capsys):
+    """An estimate (a tier that cannot confirm) is never written unless the user accepts it."""
+    original = "# header\n" + KERNEL + "# footer\n"
+    kernel = tmp_path / "scale.kern"
+    kernel.write_text(original)
+    monkeypatch.setenv("AUTOCOMP_SCRIPTED_CONFIRMS", "0")
+    with FakeLLMServer(halving_rules()) as server:
+        for key, value in server.env().items():
+            monkeypatch.setenv(key, value)
+        assert main(["optimize", str(kernel), "--llm", "openai:fake", "--write", *FLAGS]) == 1
+        assert kernel.read_text() == original
+        assert "--accept-unconfirmed" in capsys.readouterr().err
+        assert main(["optimize", str(kernel), "--llm", "openai:fake", "--write", "--accept-unconfirmed", *FLAGS]) == 0
+    assert kernel.read_text() == "# header\n" + kern(250) + "# footer\n"
+
+
 def test_clear_errors(tmp_path, capsys):
     kernel = tmp_path / "scale.kern"
     kernel.write_text(KERNEL)

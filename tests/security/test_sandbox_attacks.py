@@ -184,3 +184,17 @@ def test_sandbox_setting_and_invalid_values(monkeypatch):
     assert sandbox.mode() == "bwrap"
     with pytest.raises(Exception):
         sandbox.configure("maybe")
+
+
+def test_doctor_reports_isolation(monkeypatch, capsys):
+    from autocomp.cli.main import main
+
+    monkeypatch.delenv("AUTOCOMP_SANDBOX", raising=False)
+    assert main(["doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "isolation: bwrap" in out and "no network" in out
+    monkeypatch.setenv("AUTOCOMP_SANDBOX", "off")
+    assert main(["doctor", "--json"]) == 0
+    import json
+
+    assert json.loads(capsys.readouterr().out)["isolation"]["active"] == "off"

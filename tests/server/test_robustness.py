@@ -136,6 +136,23 @@ async def test_unconfirmed_tier_is_never_auto_applied(tmp_path, fake_llm):
         await ed.client.stop()
 
 
+async def test_accept_unconfirmed_setting_allows_auto_apply(tmp_path, fake_llm):
+    """Estimates are applied automatically only when the user said so explicitly."""
+    settings = server_settings(str(tmp_path), target={"scripted": {"confirms": False}})
+    settings["autocomp"]["acceptUnconfirmed"] = True
+    ed = await start_editor("neovim@0.7", str(tmp_path), fake_llm, settings)
+    try:
+        doc = ed.open("k.kern", KERNEL)
+        job = (await ed.command("autocomp.optimize", {"uri": doc.uri, "line": 2}))["jobId"]
+        final = await ed.wait_state(job, timeout=60)
+        assert final["state"] == "finished" and final["confirmed"] is False
+        await ed.wait_for(lambda: bool(ed.applied_edits), 10, "the accepted estimate applied")
+        assert doc.text != KERNEL
+    finally:
+        await ed.client.shutdown_session()
+        await ed.client.stop()
+
+
 async def test_auto_apply_off_and_min_speedup(tmp_path):
     rules = default_rules()
     rules[1] = {"role": "implement", "replies": [kernel_reply(c) for c in (990, 985, 995, 999)]}

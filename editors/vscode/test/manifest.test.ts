@@ -19,6 +19,8 @@ const SERVER_SETTINGS = [
   "autocomp.search.implementations",
   "autocomp.search.keep",
   "autocomp.autoApply",
+  "autocomp.acceptUnconfirmed",
+  "autocomp.sandbox",
   "autocomp.minSpeedup",
   "autocomp.tuneOnSave",
   "autocomp.targets",
