@@ -16,4 +16,17 @@ if ! command -v c++filt >/dev/null 2>&1; then
   apt-get update
   apt-get install -y binutils
 fi
+# CPU PyTorch runs the GPU tier's two-process runner logic on the CPU (tests/cuda/
+# test_cuda_runner_cpu.py). Only where a CPU build lies on local disk (pip's find-links): a plain
+# `pip install torch` elsewhere would download a multi-GB CUDA build.
+PY="${PYTHON:-python}"
+if ! "$PY" -c 'import torch' >/dev/null 2>&1; then
+  for dir in ${PIP_FIND_LINKS:-} /opt/wheels; do
+    if ls "$dir"/torch-2.13.0+cpu-*.whl >/dev/null 2>&1; then
+      "$PY" -m pip install -q "torch==2.13.0" && break
+    fi
+  done
+fi
+"$PY" -c 'import torch; print(f"install-cuda: torch {torch.__version__} (CPU) for the runner tests")' 2>/dev/null \
+  || echo "install-cuda: no CPU torch wheel on local disk; tests/cuda/test_cuda_runner_cpu.py will skip"
 echo "install-cuda: done"

@@ -2,7 +2,9 @@
 evaluator (same backend, version and settings) is never evaluated again, across runs and
 across a kill and resume. Concurrency is bounded here so that the beam search can hand
 candidates over one at a time, as soon as each is written, without oversubscribing the
-machine."""
+machine. Where an evaluation runs is the executor's business (:mod:`autocomp.executor`:
+this machine, or a Ray cluster); caching, de-duplication and the sandbox label in the cache
+key are the same whichever runs it."""
 
 from __future__ import annotations
 
@@ -11,17 +13,20 @@ import time
 from typing import Sequence
 
 from autocomp.backends.base import Backend
+from autocomp.executor import Executor, LocalExecutor
 from autocomp.model import Evaluation, Problem, Verdict
 from autocomp import sandbox
-from autocomp.sandbox import cpu_slots
 from autocomp.store import Store
 
 
 class Evaluator:
-    def __init__(self, backend: Backend, store: Store | None, concurrency: int | None = None) -> None:
+    def __init__(
+        self, backend: Backend, store: Store | None, concurrency: int | None = None, executor: Executor | None = None
+    ) -> None:
         self.backend = backend
         self.store = store
-        self._semaphore = asyncio.Semaphore(concurrency or cpu_slots())
+        self.executor: Executor = executor or LocalExecutor(concurrency)
+        self._semaphore = asyncio.Semaphore(concurrency or self.executor.concurrency)
         self.evaluated = 0  # real (uncached) evaluations, for tests and reports
         self.cache_hits = 0
         # The same code arriving twice at once (two plans converging) is evaluated once.
@@ -64,7 +69,7 @@ class Evaluator:
         async with self._semaphore:
             start = time.monotonic()
             try:
-                (result,) = await self.backend.evaluate(problem, [code])
+                result = await self.executor.evaluate(self.backend, problem, code)
             except (asyncio.CancelledError, sandbox.SandboxUnavailable):
                 raise  # no isolation: the whole run stops with the fix, not each candidate
             except Exception as exc:  # a backend bug must not take the run down

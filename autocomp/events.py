@@ -48,6 +48,8 @@ class RunStarted(Event):
     replay: bool  # every model is a recorded session: outputs must say so
     primary_metric: str
     resumed: bool = False
+    # Schedule reuse: {"source": run, "plans": [...], "reason": why that run} or None.
+    reuse: dict[str, Any] | None = None
 
 
 @dataclass
@@ -133,6 +135,8 @@ class RunFinished(Event):
     usage: dict[str, Usage] = field(default_factory=dict)
     evaluated_total: int = 0
     replay: bool = False
+    # Schedule reuse: {"source", "plans", "reused", "kept"} or None (see autocomp.schedules).
+    reuse: dict[str, Any] | None = None
 
 
 @dataclass

@@ -196,12 +196,40 @@ class Problem:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Problem":
-        return cls(
+        base = Problem(
             path=d["path"],
             span=KernelSpan.from_json(d["span"]),
             file_text=d["file_text"],
             options=dict(d.get("options", {})),
         )
+        if "candidate_file" not in d:
+            return base
+        return CandidateFileProblem(
+            base.path, base.span, base.file_text, base.options, str(d.get("candidate_code", "")), str(d["candidate_file"])
+        )
+
+
+@dataclass
+class CandidateFileProblem(Problem):
+    """``problem`` (the baseline's kernel is the oracle) with one whole candidate file, for
+    ``autocomp eval FILE --against BASE``: ``file_with(candidate_code)`` is
+    ``candidate_file`` itself (its own constants, helpers and imports), not the candidate
+    code pasted into the baseline. The candidate's kernel starts on ``span.start_line`` of
+    ``candidate_file`` as the baseline's does in ``file_text``."""
+
+    candidate_code: str = ""
+    candidate_file: str = ""
+
+    def file_with(self, kernel_code: str) -> str:
+        if kernel_code == self.candidate_code:
+            return self.candidate_file
+        return super().file_with(kernel_code)
+
+    def content_hash(self) -> str:
+        return sha256(super().content_hash() + "\0candidate-file\0" + sha256(self.candidate_file))
+
+    def to_json(self) -> dict[str, Any]:
+        return {**super().to_json(), "candidate_code": self.candidate_code, "candidate_file": self.candidate_file}
 
 
 @dataclass

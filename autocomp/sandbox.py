@@ -425,12 +425,53 @@ async def run_limited(
     the program's own failures. Raises :class:`SandboxUnavailable` when isolation is
     required and cannot be set up."""
     active = require()
-    iso = isolation or Isolation()
     full_env = child_env(cwd, env)
     if active == "off":
         command, spawn_env = list(argv), full_env
     else:
-        command, spawn_env = jail_argv(argv, cwd, iso, full_env), {}
+        command, spawn_env = jail_argv(argv, cwd, isolation or Isolation(), full_env), {}
+    return await _run(command, cwd, timeout, spawn_env, active, memory_bytes, stdin_data, output_limit,
+                      channel, max_processes, channel_limit)
+
+
+# What a transport (ssh, srun) needs from the user's environment to reach a remote host.
+TRANSPORT_VARIABLES = ("HOME", "USER", "LOGNAME", "PATH", "SSH_AUTH_SOCK", "KRB5CCNAME", "SLURM_CONF", "LANG")
+
+
+async def run_transport(
+    argv: Sequence[str],
+    cwd: str,
+    timeout: float,
+    stdin_data: bytes | None = None,
+    output_limit: int = 1 << 20,
+) -> ProcessResult:
+    """Run a transport command the *user* configured (``ssh gpuhost ...``, ``srun ...``)
+    that carries candidate code to a remote worker as data, never running it here. It needs
+    the network and the user's SSH setup, so it runs outside the jail, but still without the
+    user's other variables (no API keys travel to the remote host). The remote worker
+    isolates the candidate on its own host."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if (k in TRANSPORT_VARIABLES or k.startswith("AUTOCOMP_")) and not _SECRET_NAME.search(k)
+    }
+    return await _run(list(argv), cwd, timeout, env, "transport", None, stdin_data, output_limit, False,
+                      DEFAULT_MAX_PROCESSES, CHANNEL_LIMIT)
+
+
+async def _run(
+    command: list[str],
+    cwd: str,
+    timeout: float,
+    spawn_env: dict[str, str],
+    label_: str,
+    memory_bytes: int | None,
+    stdin_data: bytes | None,
+    output_limit: int,
+    channel: bool,
+    max_processes: int,
+    channel_limit: int,
+) -> ProcessResult:
     start = time.monotonic()
     cgroup = _new_cgroup(max_processes)
     channel_r = channel_w = None
@@ -504,7 +545,7 @@ async def run_limited(
         seconds=time.monotonic() - start,
         timed_out=timed_out,
         channel=channel_data,
-        isolation=active,
+        isolation=label_,
         truncated=out_cut or err_cut,
     )
 

@@ -5,6 +5,13 @@ the menu), ``implementations`` implementations per plan, every candidate evaluat
 as it is written (one repair attempt for build/run failures), then the next beam is the best
 ``beam`` of the old beam plus the children that beat their parent.
 
+With ``reuse`` (a :class:`~autocomp.schedules.ReuseChoice`), a reuse phase comes first: each
+plan of the source run's schedule is re-implemented on this kernel, in order, as its own
+``implementations`` candidates (ids ``i0.b0.p<step>.k<k>``, iteration 0); a step whose best
+child beats its parent moves the chain on, and the next plan is implemented on that child.
+The first beam is the best of the start and the improving children; the ordinary search
+then spends what is left of the budget. A finished run stores its own schedule.
+
 All independent work runs concurrently: a plan's implementations start when that plan
 arrives, a candidate's evaluation when its code arrives. Decisions never depend on the order
 in which concurrent work finishes (seeds and model slots come from positions, results are
@@ -43,6 +50,7 @@ from autocomp.menu import rng_for, sample_menu
 from autocomp.model import Candidate, Evaluation, Problem, Usage, Verdict, speedup
 from autocomp.prompting import implement_request, plan_request, repair_request
 from autocomp.prompts import pieces_for_file
+from autocomp.schedules import ReuseChoice, signature_of
 from autocomp.store import Store
 
 _DONE = object()
@@ -65,6 +73,7 @@ class BeamSearch:
         seed_plans: list[str] | None = None,
         resumed: bool = False,
         evaluator: Evaluator | None = None,
+        reuse: ReuseChoice | None = None,
     ) -> None:
         self.problem = problem
         self.backend = backend
@@ -74,6 +83,8 @@ class BeamSearch:
         self.resumed = resumed
         self.run_id = run_id or (store.new_run_id(problem.name) if store else f"run-{int(time.time())}")
         self.seed_plans = list(seed_plans or [])
+        self.reuse = reuse
+        self.reuse_result: dict[str, object] | None = None
         self.evaluator = evaluator or Evaluator(backend, store)
         self.pieces = pieces_for_file(backend.prompt_pieces(), problem.path)
         self.metric = backend.primary_metric
@@ -142,6 +153,7 @@ class BeamSearch:
                 "status": status,
                 "updated": time.strftime("%Y-%m-%d %H:%M:%S"),
                 "seed_plans": self.seed_plans,
+                "reuse": self.reuse.to_json() if self.reuse else None,
             }
         )
         meta.setdefault("created", meta["updated"])
@@ -180,6 +192,7 @@ class BeamSearch:
                 replay=self.pool.all_replay,
                 primary_metric=self.metric,
                 resumed=self.resumed,
+                reuse=self.reuse.to_json() if self.reuse else None,
             )
         )
         if sandbox.label() == "off":
@@ -202,6 +215,27 @@ class BeamSearch:
         beam = [baseline]
         stale = 0
         reason = "completed"
+        if self.reuse is not None:
+            self._work = asyncio.create_task(self._reuse_phase(baseline))
+            try:
+                children = await self._work
+            except asyncio.CancelledError:
+                if not self._stopping:
+                    raise
+                children = []
+            finally:
+                self._flush_notices()
+            beam = select_beam(beam, children, dict(self.candidates), self.config.beam, self.metric, self.lower_is_better, self.config.min_improvement)
+            self._emit(BeamUpdated(self.run_id, 0, [self._entry(c) for c in beam]))
+            if beam[0].id != self.best.id and improves(beam[0], self.best, self.metric, self.lower_is_better):
+                self.best = beam[0]
+            self._save_meta("running", best=self.best.id, speedup=self._speedup(self.best), iteration=0)
+            if self._stopping:
+                self._finish("cancelled")
+                return
+            if self.finish_reason:
+                self._finish(self.finish_reason)
+                return
         for iteration in range(1, self.config.iterations + 1):
             if self._stopping:  # stop() came before this iteration's work existed
                 reason = "cancelled"
@@ -256,7 +290,18 @@ class BeamSearch:
             self.best = ranked[0]
         usage = {spec: Usage(**u.to_json()) for spec, u in self.pool.usage.items()}
         best_speedup = self._speedup(self.best)
-        self._save_meta("finished", reason=reason, best=self.best.id, speedup=best_speedup, usage={k: v.to_json() for k, v in usage.items()})
+        schedule = self.schedule()
+        if self.store is not None:
+            self.store.save_schedule(self.run_id, schedule)
+        self._save_meta(
+            "finished",
+            reason=reason,
+            best=self.best.id,
+            speedup=best_speedup,
+            usage={k: v.to_json() for k, v in usage.items()},
+            schedule={"plans": len(schedule["plans"]), "signature": schedule["signature"]},
+            reuse=self.reuse_result,
+        )
         self._emit(
             RunFinished(
                 self.run_id,
@@ -269,8 +314,62 @@ class BeamSearch:
                 usage=usage,
                 evaluated_total=self.evaluated_total,
                 replay=self.pool.all_replay,
+                reuse=self.reuse_result,
             )
         )
+
+    def schedule(self) -> dict[str, object]:
+        """This run's schedule: the plans on the best path, start first (none when nothing
+        beat the starting code), with the kernel's signature and the speedup they reached."""
+        assert self.best is not None
+        path = self._path_to(self.best)[1:]
+        return {
+            "run_id": self.run_id,
+            "target": self.problem.target,
+            "kernel": self.problem.name,
+            "signature": signature_of(self.problem).to_json(),
+            "plans": [c.plan for c in path if c.plan],
+            "path": [c.id for c in path],
+            "speedup": self._speedup(self.best),
+            "metric": self.metric,
+        }
+
+    # -- the reuse phase ---------------------------------------------------------------
+    async def _reuse_phase(self, baseline: Candidate) -> list[Candidate]:
+        """Re-implement each plan of the reused schedule on this kernel, in order (see the
+        module docstring). Sequential by nature: step s is implemented on step s-1's best."""
+        assert self.reuse is not None
+        plans = list(self.reuse.plans)
+        self.reuse_result = {"source": self.reuse.source, "plans": plans, "reused": 0, "kept": 0, "reason": self.reuse.reason}
+        parent, found, kept = baseline, [], 0
+        label = [f"(plan reused from run {self.reuse.source})"]
+        for step, plan in enumerate(plans):
+            if self.finish_reason or self._stopping:
+                break
+            self._emit(PlansProposed(self.run_id, 0, parent.id, [plan], label))
+            pairs = await asyncio.gather(
+                *(self._implement(0, 0, parent, step, k, plan, label, Usage()) for k in range(self.config.implementations))
+            )
+            children = [c for pair in pairs for c in pair]
+            found += children
+            if not children and self.finish_reason:
+                break
+            self.reuse_result["reused"] = step + 1
+            better = [c for c in children if improves(c, parent, self.metric, self.lower_is_better, self.config.min_improvement)]
+            if better:
+                parent = min(better, key=lambda c: rank_key(c, self.metric, self.lower_is_better))
+                kept += 1
+                self.reuse_result["kept"] = kept
+        self._emit(
+            Notice(
+                self.run_id,
+                "info",
+                f"schedule reuse: {self.reuse_result['reused']} of {len(plans)} plan(s) from run {self.reuse.source} "
+                f"re-implemented, {kept} kept (beat their parent)"
+                + (f"; best so far {self._speedup(parent):.2f}x" if parent is not baseline and self._speedup(parent) else ""),
+            )
+        )
+        return found
 
     # -- one iteration ---------------------------------------------------------------
     async def _iteration(self, iteration: int, beam: list[Candidate]) -> list[Candidate]:

@@ -3,7 +3,8 @@
 - LLM replies keyed by model + prompt + sample index: a cache hit costs no tokens.
 - Evaluations keyed by code + problem + evaluator identity: nothing is evaluated twice.
 - Runs: metadata (problem, settings, models) and the event log, so a run can be listed,
-  shown and resumed exactly.
+  shown and resumed exactly; and each finished run's schedule (the plans on its best path),
+  which a later search on a similar kernel can start from.
 
 Backed by diskcache with a JSON-only serializer: the cache folder is created owner-only
 and anything that is not JSON is refused, so nobody who can write the folder can make
@@ -171,3 +172,12 @@ class Store:
                 return
             yield event
             seq += 1
+
+    # -- schedules -------------------------------------------------------------------
+    def save_schedule(self, run_id: str, schedule: dict[str, Any]) -> None:
+        """A finished run's schedule: the plans on its best path, in order, with the
+        kernel's signature (what reuse judges similarity on). See autocomp.schedules."""
+        self.set(f"run:{run_id}:schedule", schedule)
+
+    def schedule(self, run_id: str) -> dict[str, Any] | None:
+        return self.get(f"run:{run_id}:schedule")

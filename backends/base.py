@@ -98,6 +98,12 @@ class Backend(abc.ABC):
             raise BackendError(f"{path}: several kernels ({names}); choose one with --function NAME")
         return Problem(path=path, span=chosen, file_text=text, options=dict(options or {}))
 
+    def candidate_span(self, problem: Problem, path: str, text: str) -> KernelSpan:
+        """Where the candidate code sits in a whole candidate file evaluated against
+        ``problem`` (``autocomp eval FILE --against BASE``): by default, FILE's kernel of the
+        same name. Targets whose candidate files have another layout override this."""
+        return self.make_problem(path, text, function=problem.name).span
+
     def detection_hint(self) -> str:
         """One sentence telling the user what a kernel of this target looks like."""
         return ""

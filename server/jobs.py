@@ -90,6 +90,7 @@ class Job:
     search: Any = None
     task: asyncio.Task[Any] | None = None
     seed_plans: list[str] = field(default_factory=list)
+    reuse: dict[str, Any] | None = None  # a ReuseChoice as JSON: "Optimize like <kernel>"
 
     @property
     def key(self) -> tuple[str, str]:

@@ -120,13 +120,22 @@ def _search_factory(ls: AutocompServer, job: Job, problem: Problem, backend: Bac
     config = settings.search_config()
     specs = list(settings.llm)
     seed_plans = list(job.seed_plans) or None
+    executor_spec = settings.executor
+    reuse = dict(job.reuse) if job.reuse else None
 
     def build() -> Any:
+        from autocomp.evaluator import Evaluator
+        from autocomp.executor import make_executor
         from autocomp.llm import build_pool
+        from autocomp.schedules import ReuseChoice
         from autocomp.search import BeamSearch
 
+        evaluator = Evaluator(backend, store, executor=make_executor(executor_spec))
         pool = build_pool(specs, store, concurrency=config.llm_concurrency, timeout=config.llm_timeout)
-        return BeamSearch(problem, backend, pool, config, store, seed_plans=seed_plans)
+        return BeamSearch(
+            problem, backend, pool, config, store, seed_plans=seed_plans, evaluator=evaluator,
+            reuse=ReuseChoice.from_json(reuse) if reuse else None,
+        )
 
     return build
 

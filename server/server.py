@@ -151,9 +151,9 @@ class AutocompServer(LanguageServer):
 def build_server() -> AutocompServer:
     """A server with every feature registered."""
     from autocomp.server.features import apply, commands, diagnostics, hover, lenses, lifecycle
-    from autocomp.server.features import optimize_action, tune_on_save
+    from autocomp.server.features import optimize_action, reuse_action, tune_on_save
 
     server = AutocompServer()
-    for module in (lifecycle, lenses, optimize_action, diagnostics, hover, apply, tune_on_save, commands):
+    for module in (lifecycle, lenses, optimize_action, reuse_action, diagnostics, hover, apply, tune_on_save, commands):
         module.register(server)
     return server

@@ -37,6 +37,8 @@ class Settings:
     accept_unconfirmed: bool = False
     # "auto"/"bwrap" isolate every candidate; "off" opts out (shown in every result).
     sandbox: str = "auto"
+    # Where evaluations run: "local", "ray" or "ray://HOST:PORT" (autocomp.executor).
+    executor: str = "local"
     min_speedup: float = 1.02
     tune_on_save: bool = True
     targets: list[str] = field(default_factory=lambda: list(DEFAULT_TARGETS))
@@ -143,6 +145,7 @@ def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, li
         auto_apply=cur.auto_apply,
         accept_unconfirmed=cur.accept_unconfirmed,
         sandbox=cur.sandbox,
+        executor=cur.executor,
         min_speedup=cur.min_speedup,
         tune_on_save=cur.tune_on_save,
         targets=list(cur.targets),
@@ -173,6 +176,14 @@ def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, li
             out.sandbox = value.strip().lower()
         else:
             problems.append(f'autocomp.sandbox must be "auto", "bwrap" or "off", got {value!r}')
+    if "executor" in section:
+        value = section["executor"]
+        from autocomp.executor import ExecutorError, validate_spec
+
+        try:
+            out.executor = validate_spec(value if isinstance(value, str) else repr(value))
+        except ExecutorError as exc:
+            problems.append(f"autocomp.{exc}")
     if "minSpeedup" in section and (f := _float(section["minSpeedup"], "minSpeedup", 1.0, 1e6, problems)) is not None:
         out.min_speedup = f
     if "tuneOnSave" in section and (b := _bool(section["tuneOnSave"], "tuneOnSave", problems)) is not None:

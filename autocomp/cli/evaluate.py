@@ -1,5 +1,17 @@
 """``autocomp eval``: evaluate one kernel, or a candidate file against a baseline file.
 
+``eval FILE --against BASE`` compares whole files: BASE's kernel is the oracle and the
+speedup reference, and FILE is evaluated as the program FILE is -- its own module-level
+constants, helpers and imports -- not as FILE's kernel pasted into BASE. How: both files are
+aligned so that their kernels start on the same line (blank lines are prepended to the
+shorter prefix; nothing else changes), and the candidate is evaluated through a
+:class:`CandidateFileProblem`, whose ``file_with(code)`` returns the aligned FILE. Every
+backend that builds the candidate program through ``Problem.file_with`` (the protocol's way)
+therefore builds FILE itself, with BASE's kernel as the reference. A backend may say where
+the candidate code is in FILE with ``candidate_span(problem, path, text)`` (CUDA: a
+KernelBench ``ModelNew``-only solution file is a candidate as a whole); otherwise FILE's
+kernel of the same name is the candidate code.
+
 The JSON object is a public contract: ``verdict``, ``correct``, ``metrics`` (name → value,
 unit, source), ``primary_metric``, ``speedup`` (baseline ÷ candidate, null unless both are
 correct), plus ``tier``, ``confirmed``, ``feedback`` and the kernel's identity.
@@ -15,7 +27,7 @@ import os
 from autocomp.backends import BackendError
 from autocomp.cli.common import EXIT_FAILED, EXIT_OK, CliError, load_problem, read_source
 from autocomp.evaluator import Evaluator
-from autocomp.model import Evaluation, Verdict, speedup
+from autocomp.model import CandidateFileProblem, Evaluation, KernelSpan, Problem, Verdict, speedup
 from autocomp.store import Store
 
 
@@ -39,6 +51,7 @@ def result_json(evaluation: Evaluation, primary: str, ratio: float | None, kerne
         "speedup": ratio,
         "tier": evaluation.tier,
         "confirmed": evaluation.confirmed,
+        "sandbox": evaluation.sandbox,
         "feedback": evaluation.feedback,
         "kernel": kernel,
         "target": target,
@@ -51,24 +64,41 @@ def result_json(evaluation: Evaluation, primary: str, ratio: float | None, kerne
     return out
 
 
+def _pad(text: str, lines: int) -> str:
+    return "\n" * lines + text
+
+
+def against_problems(problem: Problem, backend, path: str, text: str) -> tuple[Problem, CandidateFileProblem, str]:
+    """(baseline problem, candidate problem, candidate code) for ``eval FILE --against BASE``:
+    ``problem`` is BASE's; ``path``/``text`` are FILE's."""
+    try:
+        span = backend.candidate_span(problem, path, text)
+    except BackendError as exc:
+        raise CliError(f"{path}: {exc}") from None
+    code = span.text_of(text)
+    start = max(problem.span.start_line, span.start_line)
+    base_text = _pad(problem.file_text, start - problem.span.start_line)
+    cand_text = _pad(text, start - span.start_line)
+    length = problem.span.end_line - problem.span.start_line
+    base_span = KernelSpan(problem.span.name, problem.span.target, start, start + length)
+    baseline = Problem(problem.path, base_span, base_text, dict(problem.options))
+    candidate = CandidateFileProblem(problem.path, base_span, base_text, dict(problem.options), code, cand_text)
+    return baseline, candidate, code
+
+
 async def _evaluate(args: argparse.Namespace, store: Store | None) -> dict:
     if args.against:
         problem, backend = load_problem(args.against, args.function, args.target)
         candidate_text = read_source(args.file)
-        try:
-            candidate_problem = backend.make_problem(os.path.abspath(args.file), candidate_text, function=problem.name)
-        except BackendError as exc:
-            raise CliError(f"{args.file}: {exc}") from None
-        code = candidate_problem.code
+        baseline, candidate, code = against_problems(problem, backend, os.path.abspath(args.file), candidate_text)
+        evaluator = Evaluator(backend, store)
+        (base_eval,), (cand_eval,) = await asyncio.gather(evaluator.evaluate(baseline, [baseline.code]),
+                                                          evaluator.evaluate(candidate, [code]))
     else:
         problem, backend = load_problem(args.file, args.function, args.target)
-        code = problem.code
-    evaluator = Evaluator(backend, store)
-    base_eval: Evaluation | None = None
-    if args.against:
-        base_eval, cand_eval = await evaluator.evaluate(problem, [problem.code, code])
-    else:
-        (cand_eval,) = await evaluator.evaluate(problem, [code])
+        evaluator = Evaluator(backend, store)
+        base_eval = None
+        (cand_eval,) = await evaluator.evaluate(problem, [problem.code])
     primary = backend.primary_metric
     ratio = None
     if base_eval is not None and base_eval.verdict is Verdict.CORRECT and cand_eval.verdict is Verdict.CORRECT:
@@ -88,6 +118,8 @@ def _print_human(result: dict) -> None:
         print(f"  speedup vs baseline on {result['primary_metric']}: {result['speedup']:.3f}x")
     if not result["confirmed"] and result["verdict"] in ("correct", "unverified"):
         print("  note: this tier cannot confirm speed on real hardware")
+    if result.get("sandbox") == "off":
+        print("  sandbox: OFF (AUTOCOMP_SANDBOX=off): this candidate ran without isolation")
     if result["feedback"]:
         print("  " + result["feedback"].strip().replace("\n", "\n  "))
 

@@ -15,9 +15,12 @@ from autocomp.cli.render import JsonRenderer, ProgressRenderer
 from autocomp.cli.rewrite import StaleKernel, rewrite_kernel
 from autocomp.config import ConfigError, SearchConfig
 from autocomp.events import RunFailed, RunFinished
+from autocomp.evaluator import Evaluator
+from autocomp.executor import EXECUTOR_HELP, ExecutorError, make_executor, validate_spec
 from autocomp.llm import LLMConfigError, build_pool
 from autocomp.model import Problem
 from autocomp.prompts import PromptError
+from autocomp.schedules import ReuseChoice, ReuseError, no_match_reason, resolve_reuse
 from autocomp.search import BeamSearch
 from autocomp.store import Store
 
@@ -54,6 +57,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--record", metavar="FILE", help="record every prompt hash and reply to FILE (replay with --llm replay:FILE)")
     p.add_argument("--resume", metavar="RUN", help="continue a stopped run; nothing already paid for is asked or evaluated again")
+    p.add_argument(
+        "--executor",
+        default=None,
+        metavar="local|ray|ray://HOST:PORT",
+        help=f"where evaluations run: {EXECUTOR_HELP}; default $AUTOCOMP_EXECUTOR or local",
+    )
+    p.add_argument(
+        "--reuse",
+        metavar="RUN|auto",
+        help="start by adapting a finished run's schedule (its best path's plans) to this kernel; "
+        "auto picks the most similar finished run of the same target and says which and why",
+    )
     p.set_defaults(handler=run)
 
 
@@ -72,6 +87,10 @@ def default_llms(path: str) -> list[str]:
 
 
 def _setup(args: argparse.Namespace, store: Store) -> tuple[BeamSearch, Problem]:
+    try:
+        executor_spec = validate_spec(args.executor or os.environ.get("AUTOCOMP_EXECUTOR") or "local")
+    except ExecutorError as exc:
+        raise CliError(str(exc)) from None
     overrides = {name: getattr(args, name) for name in SEARCH_FLAGS}
     overrides["repair"] = args.repair
     overrides["llm_timeout"] = args.llm_timeout
@@ -87,6 +106,9 @@ def _setup(args: argparse.Namespace, store: Store) -> tuple[BeamSearch, Problem]
         except BackendError as exc:
             raise CliError(str(exc)) from None
         run_id, resumed, seed_plans = args.resume, True, meta.get("seed_plans") or []
+        reuse = ReuseChoice.from_json(meta["reuse"]) if meta.get("reuse") else None
+        if args.reuse:
+            raise CliError("--reuse cannot change a resumed run; it reuses what the run started with")
     else:
         if not args.file:
             raise CliError("give a FILE to optimize (or --resume RUN)")
@@ -94,6 +116,14 @@ def _setup(args: argparse.Namespace, store: Store) -> tuple[BeamSearch, Problem]
         config = SearchConfig()
         specs = args.llm or default_llms(args.file)
         run_id, resumed, seed_plans = None, False, []
+        reuse = None
+        if args.reuse:
+            try:
+                reuse = resolve_reuse(store, problem, args.reuse)
+            except ReuseError as exc:
+                raise CliError(str(exc)) from None
+            if reuse is None:  # (a match is announced with the run's start)
+                print(f"autocomp: {no_match_reason(store, problem)}", file=sys.stderr)
     try:
         config = config.with_overrides(**overrides)
     except (ConfigError, TypeError) as exc:
@@ -103,7 +133,14 @@ def _setup(args: argparse.Namespace, store: Store) -> tuple[BeamSearch, Problem]
     except LLMConfigError as exc:
         raise CliError(str(exc)) from None
     try:
-        search = BeamSearch(problem, backend, pool, config, store, run_id=run_id, resumed=resumed, seed_plans=seed_plans)
+        executor = make_executor(executor_spec)
+    except ExecutorError as exc:
+        raise CliError(str(exc)) from None
+    evaluator = Evaluator(backend, store, executor=executor)
+    try:
+        search = BeamSearch(
+            problem, backend, pool, config, store, run_id=run_id, resumed=resumed, seed_plans=seed_plans, evaluator=evaluator, reuse=reuse
+        )
     except PromptError as exc:
         raise CliError(str(exc)) from None
     return search, problem

@@ -78,6 +78,8 @@ class ProgressRenderer:
                 self._line("  LLM: REPLAY of a recorded session (no live model is queried): " + ", ".join(event.models))
             else:
                 self._line("  LLM: " + ", ".join(event.models))
+            if event.reuse:
+                self._line(f"  schedule: {event.reuse.get('reason') or 'reusing run ' + str(event.reuse.get('source'))}")
         elif isinstance(event, BaselineEvaluated):
             c = event.candidate
             figures = ", ".join(f"{name} {m.display()}" for name, m in c.metrics.items()) or "no figures"
@@ -110,6 +112,11 @@ class ProgressRenderer:
                 self._line(f"  best: {best.id} — {best.plan_summary()}")
             else:
                 self._line("  no candidate beat the starting code")
+            if event.reuse:
+                self._line(
+                    f"  schedule reuse: run {event.reuse.get('source')}: {event.reuse.get('reused', 0)} of "
+                    f"{len(event.reuse.get('plans') or [])} plan(s) re-implemented, {event.reuse.get('kept', 0)} kept"
+                )
             if not event.confirmed:
                 self._line("  note: these figures come from a tier that cannot confirm a speedup; verify before relying on them")
             for spec, usage in event.usage.items():

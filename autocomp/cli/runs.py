@@ -9,12 +9,14 @@ import os
 from autocomp.cli.common import EXIT_OK, CliError, unified_diff
 from autocomp.cli.render import fmt_speedup
 from autocomp.model import Candidate, Problem
+from autocomp.schedules import Signature
 from autocomp.store import Store
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("runs", help="list runs in the store")
+    p = sub.add_parser("runs", help="list runs in the store, with each finished run's schedule")
     p.add_argument("--json", action="store_true")
+    p.add_argument("--schedules", action="store_true", help="print each finished run's schedule (the plans on its best path)")
     p.set_defaults(handler=list_runs)
     s = sub.add_parser("show", help="summary, best diff and usage of one run")
     s.add_argument("run")
@@ -26,21 +28,44 @@ def list_runs(args: argparse.Namespace) -> int:
     store = Store.open()
     try:
         rows = [store.run_meta(r) or {"run_id": r} for r in store.run_ids()]
+        schedules = {r.get("run_id"): store.schedule(str(r.get("run_id"))) for r in rows}
     finally:
         store.close()
     if args.json:
-        print(json.dumps([{k: v for k, v in r.items() if k != "problem"} for r in rows], indent=2))
+        out = []
+        for r in rows:
+            row = {k: v for k, v in r.items() if k != "problem"}
+            row["schedule"] = schedules.get(r.get("run_id"))
+            out.append(row)
+        print(json.dumps(out, indent=2))
         return EXIT_OK
     if not rows:
         print(f"no runs yet in {store.home}")
         return EXIT_OK
-    print(f"{'RUN':40} {'STATUS':9} {'TARGET':8} {'KERNEL':20} {'BEST':>7}  MODELS")
+    print(f"{'RUN':40} {'STATUS':9} {'TARGET':8} {'KERNEL':20} {'BEST':>7}  {'SCHEDULE':34} MODELS")
     for r in rows:
         print(
             f"{r.get('run_id', '?'):40} {r.get('status', '?'):9} {r.get('target', '?'):8} {str(r.get('kernel', '?'))[:20]:20} "
-            f"{fmt_speedup(r.get('speedup')):>7}  {', '.join(r.get('models', []))}"
+            f"{fmt_speedup(r.get('speedup')):>7}  {_schedule_cell(schedules.get(r.get('run_id')), r):34} {', '.join(r.get('models', []))}"
         )
+        schedule = schedules.get(r.get("run_id"))
+        if args.schedules and schedule and schedule.get("plans"):
+            for i, plan in enumerate(schedule["plans"], 1):
+                print(f"    {i}. {Candidate(id='', code='', plan=plan, parent='x').plan_summary()}")
     return EXIT_OK
+
+
+def _schedule_cell(schedule: dict | None, meta: dict) -> str:
+    """``3 plans · matmul [64x64, …]``; ``reused 2/3 from RUN`` is shown by ``show``."""
+    if not schedule:
+        return "—"
+    plans = len(schedule.get("plans") or [])
+    sig = Signature.from_json(schedule.get("signature"))
+    shapes = ",".join("x".join(str(d) for d in s) for s in sig.shapes)
+    text = f"{plans} plan{'s' if plans != 1 else ''} · {sig.op} [{shapes}]"
+    if meta.get("reuse"):
+        text = "↻ " + text
+    return text[:34]
 
 
 def show_run(args: argparse.Namespace) -> int:
@@ -50,12 +75,18 @@ def show_run(args: argparse.Namespace) -> int:
         if meta is None:
             raise CliError(f"no run {args.run!r} in {store.home} (list them with `autocomp runs`)")
         events = list(store.events(args.run))
+        schedule = store.schedule(args.run)
     finally:
         store.close()
     candidates = {e["candidate"]["id"]: e["candidate"] for e in events if e.get("type") in ("candidate_evaluated", "baseline_evaluated")}
     finished = next((e for e in reversed(events) if e.get("type") in ("run_finished", "run_failed")), None)
     if args.json:
-        print(json.dumps({"meta": {k: v for k, v in meta.items() if k != "problem"}, "candidates": list(candidates.values()), "final": finished}, indent=2))
+        print(
+            json.dumps(
+                {"meta": {k: v for k, v in meta.items() if k != "problem"}, "candidates": list(candidates.values()), "final": finished, "schedule": schedule},
+                indent=2,
+            )
+        )
         return EXIT_OK
     problem = Problem.from_json(meta["problem"])
     print(f"run {meta['run_id']}: {meta.get('status')} ({meta.get('reason', '')})")
@@ -65,6 +96,16 @@ def show_run(args: argparse.Namespace) -> int:
     print(f"  candidates: {len(candidates) - 1 if candidates else 0} evaluated")
     for spec, usage in (meta.get("usage") or {}).items():
         print(f"  usage {spec}: {usage.get('calls', 0)} calls, {usage.get('input_tokens', 0)} in / {usage.get('output_tokens', 0)} out tokens")
+    reuse = meta.get("reuse")
+    if reuse:
+        print(
+            f"  reused: run {reuse.get('source')}: {reuse.get('reused', 0)} of {len(reuse.get('plans') or [])} plan(s) "
+            f"re-implemented, {reuse.get('kept', 0)} kept"
+        )
+    if schedule and schedule.get("plans"):
+        print(f"  schedule ({len(schedule['plans'])} plan(s) on the best path; reuse with --reuse {meta['run_id']}):")
+        for i, plan in enumerate(schedule["plans"], 1):
+            print(f"    {i}. {Candidate(id='', code='', plan=plan, parent='x').plan_summary()}")
     if finished and finished.get("type") == "run_failed":
         print(f"  error: {finished.get('error')}")
     best_id = meta.get("best")

@@ -11,6 +11,7 @@ Tiers, always named in each result:
 
 from __future__ import annotations
 
+import ast
 import asyncio
 import hashlib
 import os
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
 from autocomp.backends.base import Backend, BackendError, TierInfo, ToolCheck
-from autocomp.backends.cuda import annotations, detect, gpu, harness, inline, remote, static_checks
+from autocomp.backends.cuda import annotations, detect, gpu, harness, inline, pyvalidate, remote, static_checks
 from autocomp.backends.cuda.compile import DEFAULT_ARCH, CompileResult, Compiler, default_cache_dir, find_nvcc, map_lines, nvcc_version
 from autocomp.model import Evaluation, KernelSpan, Metric, Problem, Verdict
 from autocomp.sandbox import cpu_slots
@@ -71,6 +72,29 @@ class CudaBackend(Backend):
         if not detect.is_python(path):
             annotations.parse(text, path)  # a malformed annotation is the user's to fix, now
         return problem
+
+    def candidate_span(self, problem: Problem, path: str, text: str) -> KernelSpan:
+        """Where the candidate code is in a candidate file evaluated against ``problem``
+        (``autocomp eval FILE --against BASE``). A KernelBench solution file -- ``ModelNew``
+        with its sources and ``load_inline``, no ``Model``/``get_inputs`` -- is a candidate as
+        a whole; a full problem file contributes its ``ModelNew`` section."""
+        n = len(text.splitlines())
+        if detect.is_python(path) and detect.is_python(problem.path):
+            layout = detect.kb_layout(text)
+            if layout is not None:
+                if layout.model_new is None:
+                    raise BackendError("defines no class ModelNew: a candidate file defines ModelNew "
+                                       "(KernelBench layout: ModelNew, its CUDA sources and load_inline)")
+                return KernelSpan("ModelNew", detect.TARGET, layout.span_start, layout.span_end)
+            tree = _parse(text)
+            if any(isinstance(s, ast.ClassDef) and s.name == "ModelNew" for s in tree.body):
+                return KernelSpan("ModelNew", detect.TARGET, 0, n)
+            raise BackendError("defines no top-level class ModelNew (or the file is not valid Python); a KernelBench "
+                               "candidate defines ModelNew, its CUDA sources and the load_inline call")
+        if detect.is_python(path) != detect.is_python(problem.path):
+            raise BackendError(f"is a {'Python' if detect.is_python(path) else '.cu'} file but the baseline "
+                               f"{problem.path} is not; compare files of the same kind")
+        return self.make_problem(path, text, function=problem.name).span
 
     # -- protocol: tiers and tools --------------------------------------------------------
     def tier(self) -> TierInfo:
@@ -174,27 +198,39 @@ class CudaBackend(Backend):
     # KernelBench-style Python
     async def _evaluate_python(self, problem: Problem, code: str) -> Evaluation:
         layout = detect.kb_layout(problem.file_text)
-        reference_only = layout is not None and layout.model_new is None and code == problem.code
         candidate_file = problem.file_with(code)
+        reference_only = layout is not None and layout.model_new is None and code == problem.code \
+            and candidate_file == problem.file_text
         if reference_only:
             return await self._evaluate_reference(problem)
-        findings = static_checks.check_python(code, problem.file_text, candidate_file)
+        reference = reference_file(problem)
+        findings = static_checks.check_python(code, reference, candidate_file, problem.span.start_line)
         if findings:
             return _rejected(findings)
+        report = pyvalidate.validate(candidate_file, reference)
+        ref_includes = pyvalidate._reference_include_paths(_parse(reference))
         results: list[CompileResult] = []
         dropped: list[str] = []
-        for src in inline.cuda_strings(code):
-            text, gone = inline.standalone(src.source)
-            dropped += gone
-            result = await self.compiler.compile(text, inline.FORCED_INCLUDES)
-            if not result.ok:
-                base = src.first_line
+        done: set[str] = set()
+        for ext in {id(e): e for e in report.extensions.values()}.values():
+            flags = tuple(f for f in ext.cflags if pyvalidate.flag_problem(f) is None and not f.startswith("-I"))
+            includes = tuple(p for p in ext.include_paths if p in ref_includes)
+            for text, first_line in ext.sources:
+                if "__global__" not in text or text in done:
+                    continue
+                done.add(text)
+                source, gone = inline.standalone(text)
+                dropped += gone
+                result = await self.compiler.compile(source, inline.FORCED_INCLUDES, include_paths=includes,
+                                                     extra_flags=flags)
+                if not result.ok:
+                    base = first_line - problem.span.start_line
 
-                def where(_file: str, line: int, base: int = base) -> str:
-                    return f"kernel line {base + line}"
+                    def where(_file: str, line: int, base: int = base) -> str:
+                        return f"kernel line {base + line}"
 
-                return _compile_error(result, map_lines(result.log, where))
-            results.append(result)
+                    return _compile_error(result, map_lines(result.log, where))
+                results.append(result)
         merged = _merge(results, self.arch)
         note = ""
         if dropped:
@@ -204,8 +240,9 @@ class CudaBackend(Backend):
             return self._unverified(merged, WHERE_TO_VERIFY + (" " + note if note else ""))
         ext_dir = self.cache_dir / "torch_extensions" / hashlib.sha256(candidate_file.encode()).hexdigest()[:20]
         ext_dir.mkdir(parents=True, exist_ok=True)
-        outcome = await harness.run_python(reference_file(problem), candidate_file, self._gpu_settings,
-                                           self._device(), str(ext_dir))
+        outcome = await harness.run_python(reference, candidate_file, self._gpu_settings, self._device(), str(ext_dir),
+                                           kernel_names=report.kernel_names,
+                                           toolkit=self.compiler.isolation(tuple(ref_includes)).readable)
         return self._gpu_evaluation(outcome, merged)
 
     async def _evaluate_reference(self, problem: Problem) -> Evaluation:
@@ -246,6 +283,13 @@ def reference_file(problem: Problem) -> str:
     if layout is not None and layout.model_new is not None and problem.name == "ModelNew":
         return problem.span.replace_in(problem.file_text, "")
     return problem.file_text
+
+
+def _parse(text: str) -> ast.Module:
+    try:
+        return ast.parse(text)
+    except SyntaxError:
+        return ast.Module(body=[], type_ignores=[])
 
 
 def compile_metrics(result: CompileResult) -> dict[str, Metric]:

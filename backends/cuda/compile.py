@@ -22,7 +22,7 @@ from typing import Callable
 
 from autocomp.backends.base import BackendError
 from autocomp.store import default_home
-from autocomp.sandbox import run_limited
+from autocomp.sandbox import Isolation, run_limited
 
 DEFAULT_ARCH = "sm_90"
 BASE_FLAGS = ("-O3", "-std=c++17", "-Xptxas", "-v", "-lineinfo")
@@ -139,6 +139,33 @@ def map_lines(log: str, mapper: Callable[[str, int], str]) -> str:
     return _LOC.sub(lambda m: mapper(m.group(1), int(m.group(2))), log)
 
 
+def toolkit_dirs(nvcc: str) -> tuple[str, ...]:
+    """Read-only paths nvcc needs inside the sandbox: the CUDA toolkit it belongs to.
+
+    ``nvcc`` may be a symlink or a wrapper script (``exec /usr/local/cuda-13.0/bin/nvcc``):
+    the real binary's prefix is what must be visible (``/usr`` is always bound; a toolkit
+    under ``/opt`` is not, so it is named here)."""
+    found: list[str] = []
+    candidates = [os.path.realpath(nvcc)]
+    try:
+        with open(candidates[0], "rb") as fh:
+            head = fh.read(4096)
+        if head.startswith(b"#!"):
+            candidates += [os.path.realpath(m.decode()) for m in re.findall(rb"(/[\w./+-]+/bin/nvcc)\b", head)]
+    except OSError:
+        pass
+    for c in candidates:
+        prefix = os.path.dirname(os.path.dirname(c))
+        if os.path.isdir(os.path.join(prefix, "include")) or os.path.isdir(os.path.join(prefix, "nvvm")):
+            found.append(prefix)
+    for env in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(env) and os.path.isdir(os.environ[env]):
+            found.append(os.path.realpath(os.environ[env]))
+    if os.path.isdir("/usr/local/cuda"):
+        found.append(os.path.realpath("/usr/local/cuda"))
+    return tuple(dict.fromkeys(found))
+
+
 def find_nvcc(setting: str | None = None) -> str | None:
     for candidate in (setting, os.environ.get("NVCC"), shutil.which("nvcc"), "/usr/local/cuda/bin/nvcc"):
         if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
@@ -197,9 +224,10 @@ class Compiler:
             out += ["-include", inc]
         return out
 
-    def key(self, source: str, forced_includes: tuple[str, ...] = ()) -> str:
+    def key(self, source: str, forced_includes: tuple[str, ...] = (), extra: tuple[str, ...] = ()) -> str:
         payload = json.dumps(
-            {"nvcc": nvcc_version(self.nvcc), "flags": self.flags(forced_includes), "source": source, "v": 1},
+            {"nvcc": nvcc_version(self.nvcc), "flags": self.flags(forced_includes) + list(extra), "source": source,
+             "v": 2},
             sort_keys=True,
         )
         return hashlib.sha256(payload.encode()).hexdigest()
@@ -225,17 +253,33 @@ class Compiler:
         except OSError:
             pass  # a cache that cannot be written only costs time
 
-    async def compile(self, source: str, forced_includes: tuple[str, ...] = (), use_cache: bool = True) -> CompileResult:
-        """Compile ``source`` (as ``kernel.cu``) to an object; figures from ptxas."""
-        key = self.key(source, forced_includes)
+    def isolation(self, include_paths: tuple[str, ...] = ()) -> Isolation:
+        """nvcc sees the toolkit, the include paths the user's own file names, /usr and its
+        work directory; nothing else of the host (no $HOME, no /etc, no other /tmp)."""
+        readable = toolkit_dirs(self.nvcc) + tuple(p for p in include_paths if os.path.isdir(p))
+        return Isolation(readable=tuple(dict.fromkeys(readable)))
+
+    async def compile(self, source: str, forced_includes: tuple[str, ...] = (), use_cache: bool = True,
+                      include_paths: tuple[str, ...] = (), extra_flags: tuple[str, ...] = ()) -> CompileResult:
+        """Compile ``source`` (as ``kernel.cu``) to an object; figures from ptxas.
+
+        ``include_paths`` become ``-I`` flags and are bound read-only into the sandbox
+        (callers pass only paths the user's own file names); ``extra_flags`` are
+        ``load_inline``'s ``extra_cuda_cflags`` (already checked against the allowlist)."""
+        extra = tuple(f"-I{p}" for p in include_paths) + tuple(extra_flags)
+        key = self.key(source, forced_includes, extra)
         if use_cache:
             hit = self._load(key)
             if hit is not None:
                 return hit
-        with tempfile.TemporaryDirectory(prefix="autocomp-nvcc-") as tmp:
+        tmp = tempfile.mkdtemp(prefix="autocomp-nvcc-")
+        try:
             Path(tmp, "kernel.cu").write_text(source)
-            argv = [self.nvcc, *self.flags(forced_includes), "-c", "kernel.cu", "-o", "kernel.o"]
-            proc = await run_limited(argv, cwd=tmp, timeout=self.timeout, memory_bytes=self.memory_bytes)
+            argv = [self.nvcc, *self.flags(forced_includes), *extra, "-c", "kernel.cu", "-o", "kernel.o"]
+            proc = await run_limited(argv, cwd=tmp, timeout=self.timeout, memory_bytes=self.memory_bytes,
+                                     isolation=self.isolation(include_paths))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
         log = (proc.stderr + proc.stdout).strip()
         if proc.timed_out:
             log += f"\nnvcc did not finish within {self.timeout:.0f} s"
@@ -254,7 +298,8 @@ class Compiler:
         Path(out_dir, f"{name}.cu").write_text(source)
         argv = [self.nvcc, f"-arch={self.arch}", "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC",
                 *self.extra_flags, f"{name}.cu", "-o", f"{name}.so"]
-        proc = await run_limited(argv, cwd=out_dir, timeout=self.timeout, memory_bytes=self.memory_bytes)
+        proc = await run_limited(argv, cwd=out_dir, timeout=self.timeout, memory_bytes=self.memory_bytes,
+                                 isolation=self.isolation())
         return proc.ok, proc.tail()
 
 

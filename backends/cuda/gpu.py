@@ -33,6 +33,17 @@ def gpu_enabled(setting: object = None) -> bool:
     return bool(gpu_names())
 
 
+def device_nodes() -> tuple[str, ...]:
+    """The NVIDIA device nodes a GPU child needs bound into its sandbox (empty without a GPU)."""
+    import glob
+
+    nodes = sorted(glob.glob("/dev/nvidia[0-9]*")) + [p for p in ("/dev/nvidiactl", "/dev/nvidia-uvm",
+                                                                 "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset")
+                                                       if os.path.exists(p)]
+    nodes += sorted(glob.glob("/dev/nvidia-caps/*"))
+    return tuple(nodes)
+
+
 def short_name(name: str) -> str:
     """``NVIDIA H200`` -> ``H200``: what the metric source shows."""
     for prefix in ("NVIDIA ", "Tesla "):

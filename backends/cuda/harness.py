@@ -14,6 +14,7 @@ import fcntl
 import json
 import os
 import secrets
+import shutil
 import statistics
 import sys
 import tempfile
@@ -26,7 +27,7 @@ from autocomp.backends.cuda import harness_cu
 from autocomp.backends.cuda.annotations import Annotation
 from autocomp.backends.cuda.compile import Compiler
 from autocomp.model import Metric, Verdict
-from autocomp.sandbox import run_limited
+from autocomp.sandbox import Isolation, python_view, run_limited
 
 TIER = "verified and timed"
 
@@ -55,6 +56,19 @@ def timing_metrics(ref_ms: list[float], cand_ms: list[float], device: str) -> di
         "ms_mean": Metric(statistics.fmean(cand_ms), "ms", f"{source}, mean"),
         "reference_ms": Metric(statistics.median(ref_ms), "ms", f"{source}, reference"),
         "trials": Metric(float(len(cand_ms)), "trials", source),
+    }
+
+
+def runner_metrics(result: dict, device: str) -> dict[str, Metric]:
+    """Figures from the two-process runner: the runner's clock, transfers subtracted."""
+    source = f"runner clock, {device}, transfers subtracted"
+    cand, ref = result["cand_ms"], result["ref_ms"]
+    return {
+        "ms": Metric(statistics.median(cand), "ms", source),
+        "ms_mean": Metric(statistics.fmean(cand), "ms", f"{source}, mean"),
+        "reference_ms": Metric(statistics.median(ref), "ms", f"{source}, reference"),
+        "trials": Metric(float(len(cand)), "trials", source),
+        "overhead_ms": Metric(float(result["overhead_ms"]), "ms", f"runner clock, {device}, transfer calibration"),
     }
 
 
@@ -106,7 +120,8 @@ async def run_cu(compiler: Compiler, reference_file: str, candidate_file: str, a
 async def _build_harness(compiler: Compiler, ann: Annotation, tmp: str) -> tuple[bool, str]:
     Path(tmp, "harness.cu").write_text(harness_cu.harness_source(ann))
     argv = [compiler.nvcc, f"-arch={compiler.arch}", "-O2", "-std=c++17", "harness.cu", "-o", "harness", "-ldl"]
-    proc = await run_limited(argv, cwd=tmp, timeout=compiler.timeout, memory_bytes=compiler.memory_bytes)
+    proc = await run_limited(argv, cwd=tmp, timeout=compiler.timeout, memory_bytes=compiler.memory_bytes,
+                             isolation=compiler.isolation())
     return proc.ok, proc.tail()
 
 
@@ -116,8 +131,11 @@ async def _run_harness(tmp: str, ann: Annotation, settings: GpuSettings, seeds: 
     out.mkdir()
     argv = ["./harness", "./reference.so", "./candidate.so", str(out), str(trials), str(settings.warmup),
             *map(str, seeds)]
+    from autocomp.backends.cuda.gpu import device_nodes
+
     async with gpu_lock(settings.lock_path):
-        proc = await run_limited(argv, cwd=tmp, timeout=settings.timeout, memory_bytes=None)
+        proc = await run_limited(argv, cwd=tmp, timeout=settings.timeout, memory_bytes=None,
+                                 isolation=Isolation(proc=True, devices=device_nodes()))
     if proc.timed_out:
         return GpuOutcome(Verdict.TIMEOUT, f"the GPU run did not finish within {settings.timeout:.0f} s")
     if proc.returncode == harness_cu.EXIT_CANDIDATE:
@@ -155,33 +173,69 @@ def _timing_text(seeds: list[int], worst: float, metrics: dict[str, Metric], ref
 
 
 # -- KernelBench-style Python -----------------------------------------------------------------
+def torch_view() -> tuple[str, ...]:
+    """Where PyTorch (and ninja) are installed, found without importing them here."""
+    import importlib.util
+
+    paths = []
+    for name in ("torch", "ninja", "nvidia"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None:
+            for loc in spec.submodule_search_locations or [os.path.dirname(spec.origin or "")]:
+                if loc:
+                    paths.append(os.path.dirname(os.path.realpath(loc)))
+    return tuple(dict.fromkeys(paths))
+
+
+def runner_isolation(extensions_dir: str, toolkit: tuple[str, ...] = ()) -> Isolation:
+    """The GPU runner's jail: Python, Autocomp, torch and the CUDA toolkit read-only, the
+    extension build directory writable, the NVIDIA device nodes, and /proc (the CUDA
+    driver reads /proc/driver/nvidia). No network, no environment, no other host files."""
+    from autocomp.backends.cuda.gpu import device_nodes
+
+    sysfs = tuple(p for p in ("/sys/bus/pci", "/sys/devices", "/sys/module/nvidia") if device_nodes() and os.path.exists(p))
+    return Isolation(readable=python_view() + torch_view() + tuple(toolkit) + sysfs, writable=(extensions_dir,),
+                     proc=True, devices=device_nodes())
+
+
 async def run_python(reference_file: str, candidate_file: str, settings: GpuSettings, device: str,
-                     extensions_dir: str, reference_only: bool = False) -> GpuOutcome:
-    with tempfile.TemporaryDirectory(prefix="autocomp-kb-gpu-") as tmp:
+                     extensions_dir: str, reference_only: bool = False, kernel_names: list[str] | tuple[str, ...] = (),
+                     toolkit: tuple[str, ...] = ()) -> GpuOutcome:
+    """Run :mod:`gpu_runner` (the timer) in the sandbox; its verdict comes back on the
+    result channel only (descriptor 3), which no candidate process holds."""
+    tmp = tempfile.mkdtemp(prefix="autocomp-kb-gpu-")
+    try:
         Path(tmp, "reference.py").write_text(reference_file)
-        Path(tmp, "candidate.py").write_text(candidate_file)
-        nonce = secrets.token_hex(16)
-        argv = [sys.executable, "-m", "autocomp.backends.cuda.gpu_runner", "reference.py",
-                "reference.py" if reference_only else "candidate.py",
-                "--trials", str(settings.trials), "--warmup", str(settings.warmup),
-                "--reverify-above", str(settings.reverify_above), "--seeds", *map(str, settings.seeds)]
-        if settings.lock_path:
-            argv += ["--lock", settings.lock_path]
-        if reference_only:
-            argv.append("--reference-only")
-        env = dict(os.environ)
-        env["TORCH_EXTENSIONS_DIR"] = extensions_dir
-        env.setdefault("MAX_JOBS", str(max(1, (os.cpu_count() or 2) // 2)))
-        env["PYTHONDONTWRITEBYTECODE"] = "1"
-        proc = await run_limited(argv, cwd=tmp, timeout=settings.timeout, memory_bytes=None, env=env,
-                                 stdin_data=(nonce + "\n").encode())
+        Path(tmp, "candidate.py").write_text(reference_file if reference_only else candidate_file)
+        if reference_only:  # the reference timed against itself: its ModelNew is its Model
+            Path(tmp, "candidate.py").write_text(reference_file + "\n\nModelNew = Model\n")
+        spec = {"reference": os.path.join(tmp, "reference.py"), "candidate": os.path.join(tmp, "candidate.py"),
+                "trials": settings.trials, "warmup": settings.warmup, "checks": max(3, len(settings.seeds)),
+                "kernel_names": [] if reference_only else list(kernel_names), "device": "cuda"}
+        Path(tmp, "spec.json").write_text(json.dumps(spec))
+        argv = [sys.executable, "-m", "autocomp.backends.cuda.gpu_runner", "spec.json"]
+        env = {"TORCH_EXTENSIONS_DIR": extensions_dir, "PYTHONDONTWRITEBYTECODE": "1",
+               "MAX_JOBS": str(max(1, (os.cpu_count() or 2) // 2))}
+        cuda_home = next((t for t in toolkit if os.path.isdir(os.path.join(t, "nvvm"))), "")
+        if cuda_home:
+            env["CUDA_HOME"] = cuda_home
+        async with gpu_lock(settings.lock_path):
+            proc = await run_limited(argv, cwd=tmp, timeout=settings.timeout, memory_bytes=None, env=env,
+                                     isolation=runner_isolation(extensions_dir, toolkit), channel=True,
+                                     max_processes=512)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     if proc.timed_out:
         return GpuOutcome(Verdict.TIMEOUT, f"build + check + timing did not finish within {settings.timeout:.0f} s")
-    marker = f"AUTOCOMP-RESULT {nonce} "
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith(marker)]
-    if not lines:
+    try:
+        result = json.loads(proc.channel.decode("utf-8")) if proc.channel else None
+    except ValueError:
+        result = None
+    if not isinstance(result, dict):
         return GpuOutcome(Verdict.RUNTIME_ERROR, f"the GPU runner gave no result (exit {proc.returncode}):\n{proc.tail()}")
-    result = json.loads(lines[-1][len(marker):])
     return outcome_from_runner(result, device, list(settings.seeds))
 
 
@@ -197,12 +251,21 @@ def outcome_from_runner(result: dict, device: str, seeds: list[int]) -> GpuOutco
         return GpuOutcome(Verdict.RUNTIME_ERROR, f"the candidate failed ({stage}):\n{result.get('error', '')[-4000:]}")
     if not result.get("correct"):
         return GpuOutcome(Verdict.INCORRECT, result.get("reason", "outputs differ from the reference"))
+    checks = int(result.get("checks", len(seeds)))
     if "cand_ms" not in result:
-        return GpuOutcome(Verdict.CORRECT, f"correct on seeds {seeds}")
+        return GpuOutcome(Verdict.CORRECT, f"correct on {checks} fresh random inputs")
+    if "overhead_ms" in result:
+        metrics = runner_metrics(result, device)
+        text = (f"correct on {checks} fresh random inputs and on every timed trial (each with fresh inputs; max abs diff "
+                f"{float(result.get('max_abs_diff', 0.0)):.3g}); median {metrics['ms'].value:.4f} ms over "
+                f"{int(metrics['trials'].value)} trials; PyTorch reference (Model): {metrics['reference_ms'].value:.4f} ms "
+                f"({metrics['reference_ms'].value / max(metrics['ms'].value, 1e-9):.2f}x). Timed by the runner's own clock, "
+                f"transfers of {result['overhead_ms']:.4f} ms subtracted; the candidate ran in its own process.")
+        if result.get("kernels"):
+            text += "\nkernels launched: " + ", ".join(result["kernels"][:6])
+        return GpuOutcome(Verdict.CORRECT, text, metrics)
     metrics = timing_metrics(result["ref_ms"], result["cand_ms"], device)
     text = _timing_text(seeds, float(result.get("max_abs_diff", 0.0)), metrics, "PyTorch reference (Model)")
-    if result.get("reverified"):
-        text += f"\nspeedup above 10x re-verified on fresh seeds {result['reverified']['seeds']}"
     return GpuOutcome(Verdict.CORRECT, text, metrics)
 
 

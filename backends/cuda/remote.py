@@ -16,6 +16,12 @@ Protocol ``autocomp-cuda/1``:
   Other stdout lines (login banners) are ignored; the worker's own log goes to stderr.
 The worker runs the candidates in their own processes, so nothing a candidate prints can
 reach the reply line.
+
+The command is a transport the user configured: candidate code travels through it as data
+and never runs here, so it is started with :func:`autocomp.sandbox.run_transport` (outside
+the jail, which has no network, but with none of the user's variables besides what ``ssh`` /
+``srun`` need: no API keys reach the GPU host). The worker on the GPU host evaluates with
+the same backend, so every candidate runs in that host's own sandbox.
 """
 
 from __future__ import annotations
@@ -28,7 +34,7 @@ from typing import Any
 
 from autocomp.backends.base import BackendError
 from autocomp.model import Evaluation, Problem, Verdict
-from autocomp.sandbox import run_limited
+from autocomp.sandbox import run_transport
 
 PROTOCOL = "autocomp-cuda/1"
 MARKER = "AUTOCOMP-WORKER "
@@ -56,8 +62,7 @@ async def evaluate_remote(command: str, problem: Problem, codes: list[str], sett
         raise BackendError("autocomp.target.cuda.remote is empty; set it to a worker command or remove it")
     timeout = float(settings.get("remote_timeout", 1800.0))
     with tempfile.TemporaryDirectory(prefix="autocomp-remote-") as tmp:
-        proc = await run_limited(argv, cwd=tmp, timeout=timeout, memory_bytes=None,
-                                 stdin_data=request(problem, codes, settings), env=dict(os.environ))
+        proc = await run_transport(argv, cwd=tmp, timeout=timeout, stdin_data=request(problem, codes, settings))
     if proc.timed_out:
         return [Evaluation(Verdict.TIMEOUT, {}, f"remote worker `{command}` did not answer within {timeout:.0f} s",
                            tier="remote") for _ in codes]

@@ -35,7 +35,7 @@ def main() -> int:
     settings = {k: v for k, v in dict(req.get("settings") or {}).items() if k not in ("remote", "cache_dir", "nvcc")}
     try:
         backend = CudaBackend(settings)
-        problem = Problem.from_json(req["problem"])
+        problem = Problem.from_json(req["problem"])  # a CandidateFileProblem for whole candidate files
         evaluations = asyncio.run(backend.evaluate(problem, list(req["codes"])))
     except (BackendError, KeyError, TypeError) as exc:
         _reply({"error": str(exc)})

@@ -2,10 +2,15 @@
 Autocomp's Gemmini extension (bit-exact functional model + timing model).
 
 For each batch the original kernel (the oracle) and every candidate are built into their
-own ELF with a generated harness (:mod:`.harness`) in their own temporary directory, and
-run in parallel up to the core count. The extension hands back, on a channel the program
-cannot write, the modelled cycles of the measured call and memory snapshots; correctness
-is decided here by comparing the snapshots with the original's (:mod:`.compare`).
+own ELF in their own temporary directory, and run in parallel up to the core count. The
+candidate's file is compiled alone into ``kernel.o`` and checked as an object (sections,
+instructions, external symbols: :mod:`.objcheck`) before it is linked with a separately
+compiled harness (:mod:`.harness`). Inputs come from seeds drawn from ``secrets`` once per
+reference computation (never fixed public values); the reference and the candidates it
+judges share them. Every compiler and simulator process runs in the sandbox
+(:mod:`autocomp.sandbox`). The extension hands back, on a channel the program cannot write,
+the modelled cycles of the measured call and memory snapshots; correctness is decided here
+by comparing the snapshots with the original's (:mod:`.compare`).
 """
 
 from __future__ import annotations
@@ -13,8 +18,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import hashlib
+import dataclasses
 import os
 import re
+import secrets
+import shlex
 import shutil
 import tempfile
 import time
@@ -33,24 +41,38 @@ from .elfsym import ElfError, read_symbols
 from .harness import (
     CANDIDATE_FILE,
     HARNESS_FILE,
+    KERNEL_ENTRY,
     MODES,
+    ORIGINAL_FILE,
+    SUBSTITUTE_KEEP,
+    SUBSTITUTE_MAIN,
     HarnessPlan,
     generate_function_harness,
     generate_substitute_harness,
     instrument_substitute_file,
 )
+from .objcheck import Allowance, ObjectError, check_object, read_object
 from .signature import Signature, parse_signature
 
 TIER_NAME = "spike + gemmini timing model"
+# Allowance for the harness around the measured call (seeding, filling and copying arrays): a
+# fixed part plus a part per byte of the arrays it snapshots (inputs and outputs), and the wall
+# time Spike needs for that many instructions (it runs ~20-50M instructions per second here).
+HARNESS_BASE_INSTRUCTIONS = 20_000_000
+HARNESS_INSTRUCTIONS_PER_BYTE = 64
+HARNESS_BYTES_PER_SECOND = 2_000_000
 MODEL_SOURCE = "gemmini timing model"
 SCRATCHPAD_ROWS = 4 * 4096  # default Gemmini configuration (FACTS.md)
 ACCUMULATOR_ROWS = 1024
 
 DEFAULTS: dict[str, Any] = {
+    # How many input sets (and their data modes, by position); the seed VALUES are drawn from
+    # `secrets` per reference computation unless `public_seeds` is true (for debugging only).
     "seeds": [1, 2, 3],
+    "public_seeds": False,
     "compile_timeout": 60.0,
     "run_timeout": 60.0,
-    "max_instructions": 200_000_000,
+    "max_instructions": 200_000_000,  # the measured call; the harness gets its own allowance
     "keep_builds": False,
 }
 
@@ -84,6 +106,18 @@ class RunResult:
 class Reference:
     sig: Signature | None
     snapshots: list[dict[str, bytes]]
+    seeds: tuple[int, ...] = ()
+
+
+KEEP_KERNEL = "autocomp_keep_kernel"
+FUNCTION_ALLOWANCE = Allowance(reserved=frozenset({KEEP_KERNEL}))
+
+# What a substitute-mode test program may have beyond a kernel: its main (renamed), exit(),
+# the harness's measure calls placed on its marker lines, and the keep-alive table.
+SUBSTITUTE_ALLOWANCE = Allowance(
+    undefined=frozenset({"exit", "abort", "autocomp_measure_begin", "autocomp_measure_end"}),
+    reserved=frozenset({SUBSTITUTE_MAIN, "autocomp_measure_begin", "autocomp_measure_end", SUBSTITUTE_KEEP}),
+)
 
 
 class GemminiBackend(Backend):
@@ -91,12 +125,15 @@ class GemminiBackend(Backend):
     file_suffixes = (".c", ".h")
     primary_metric = "cycles"
     lower_is_better = True
-    evaluator_version = "1"
+    evaluator_version = "3"
 
     def __init__(self, settings: dict[str, Any] | None = None) -> None:
         super().__init__(settings)
         self._toolchain: Any = None
-        self._references: dict[tuple[str, tuple[int, ...]], Reference] = {}
+        self._references: dict[str, Reference] = {}
+        self._secret_seeds: dict[str, tuple[int, ...]] = {}
+        self._harness_objects: dict[str, bytes] = {}
+        self._harness_locks: dict[tuple[int, str], asyncio.Lock] = {}
 
     # -- settings --------------------------------------------------------------------
     def _setting(self, key: str) -> Any:
@@ -194,7 +231,14 @@ class GemminiBackend(Backend):
             return []
         toolchain = self.toolchain()
         slots = asyncio.Semaphore(cpu_slots())
-        key = (problem.content_hash() + self.cache_identity(), prep.seeds)
+        key = f"{problem.content_hash()}:{self.cache_identity()}:{prep.mode}:{len(prep.seeds)}"
+        if key in self._references:
+            seeds = self._references[key].seeds
+        else:
+            # Drawn once per reference computation; the reference and every candidate judged
+            # against it run on the same secret inputs.
+            seeds = self._secret_seeds.setdefault(key, self._draw_seeds(prep.seeds))
+        prep = dataclasses.replace(prep, seeds=seeds)
         ref_task: asyncio.Task | None = None
         tasks: list[asyncio.Task] = []
         try:
@@ -228,6 +272,11 @@ class GemminiBackend(Backend):
             # "Event loop is closed". Collect them now, while the loop still runs.
             gc.collect()
 
+    def _draw_seeds(self, configured: tuple[int, ...]) -> tuple[int, ...]:
+        if self._setting("public_seeds"):
+            return configured
+        return tuple(secrets.randbits(62) | 1 for _ in configured)
+
     async def _reference(self, problem: Problem, prep: Prepared, toolchain: Any, slots: asyncio.Semaphore) -> Reference:
         """Run the original kernel; its snapshots are what candidates must reproduce."""
         sig = prep.sig
@@ -246,10 +295,10 @@ class GemminiBackend(Backend):
                     f"({ev.verdict.value}): {ev.feedback}{hint}"
                 )
             if prep.mode == "substitute" or sig is None:
-                return Reference(None, run.sim.snapshots)
+                return Reference(None, run.sim.snapshots, prep.seeds)
             changed = compare.changed_inputs(sig, run.sim.snapshots, len(prep.seeds))
             if not changed:
-                return Reference(sig, run.sim.snapshots)
+                return Reference(sig, run.sim.snapshots, prep.seeds)
             sig = sig.reclassified(changed)
         raise BackendError(f"{problem.path}: could not tell the inputs of `{problem.name}` from its outputs")
 
@@ -289,32 +338,128 @@ class GemminiBackend(Backend):
             with open(os.path.join(workdir, name), "wb") as f:
                 f.write(data)
         candidate_text = problem.file_with(code)
+        compile_timeout = float(self._setting("compile_timeout"))
         plan: HarnessPlan
         if prep.mode == "function":
             assert sig is not None
             plan = generate_function_harness(sig, prep.seeds)
+            extra: tuple[str, ...] = ()
+            # A static kernel that nothing in its file calls would be dropped by the compiler.
+            candidate_text += (
+                f"\n/* Added by Autocomp: keep the kernel in the object. */\n"
+                f"static void *const {KEEP_KERNEL} __attribute__((used)) = (void *)&{problem.name};\n"
+            )
         else:
             n_code_lines = len((code if code.endswith("\n") or not code else code + "\n").splitlines())
             candidate_text = instrument_substitute_file(
                 candidate_text, prep.span.start_line - 1, prep.span.start_line + n_code_lines, prep.inside_function
             )
             plan = generate_substitute_harness(prep.global_arrays, prep.seeds[0], prep.inside_function, main_args=prep.main_args)
+            candidate_text += plan.candidate_suffix
+            extra = (f"-Dmain={SUBSTITUTE_MAIN}",)
         with open(os.path.join(workdir, CANDIDATE_FILE), "w", encoding="utf-8") as f:
             f.write(candidate_text)
-        with open(os.path.join(workdir, HARNESS_FILE), "w", encoding="utf-8") as f:
-            f.write(plan.source)
-        elf = os.path.join(workdir, "kernel.elf")
-        built = await toolchain.compile([HARNESS_FILE], elf, workdir, timeout=float(self._setting("compile_timeout")))
-        if not built.ok or not os.path.exists(elf):
+
+        def compile_error(built: Any, what: str = "the compiler") -> RunResult:
             if built.timed_out:
-                message = f"the compiler did not finish within {self._setting('compile_timeout')} s"
+                message = f"{what} did not finish within {compile_timeout} s"
             else:
                 message = map_compiler_message(built.tail(6000), prep.span, _line_count(code), prep.file_label)
             return RunResult(Evaluation(Verdict.COMPILE_ERROR, feedback=message, tier=TIER_NAME))
+
+        # 1. The candidate's translation unit, alone.
+        built = await toolchain.compile_object(CANDIDATE_FILE, "kernel.o", workdir, timeout=compile_timeout, extra=extra)
+        if not built.ok or not os.path.exists(os.path.join(workdir, "kernel.o")):
+            return compile_error(built)
+        kernel_local = False
+        if prep.mode == "function":
+            found = _defined_function(os.path.join(workdir, "kernel.o"), problem.name)
+            if found is None:
+                return RunResult(Evaluation(
+                    Verdict.REJECTED,
+                    feedback=f"the compiled code defines no function `{problem.name}`; keep the kernel's name and signature",
+                    tier=TIER_NAME,
+                ))
+            kernel_local = found == "local"
+        # 2. Checks on the object that will run, not on its text.
+        problems = check_object(
+            os.path.join(workdir, "kernel.o"), SUBSTITUTE_ALLOWANCE if prep.mode == "substitute" else FUNCTION_ALLOWANCE
+        )
+        if problems:
+            lead = "the compiled kernel does things a kernel may not"
+            if prep.mode == "substitute":
+                lead = (
+                    "the compiled test program does things a kernel may not (in `// SUBSTITUTE HERE` mode the whole "
+                    "program is the candidate, so the program's own code outside the kernel must pass these checks too)"
+                )
+            return RunResult(Evaluation(
+                Verdict.REJECTED, feedback=lead + ":\n" + "\n".join(f"- {p}" for p in problems[:12]), tier=TIER_NAME
+            ))
+        # 3. Only the kernel stays global, renamed to the entry the harness calls.
+        objcopy = toolchain.binutil("objcopy")
+        if prep.mode == "function":
+            steps = []
+            if kernel_local:
+                steps.append([objcopy, f"--globalize-symbol={problem.name}", "kernel.o"])
+            steps.append([objcopy, f"--keep-global-symbol={problem.name}", "kernel.o"])
+            steps.append([objcopy, f"--redefine-sym={problem.name}={KERNEL_ENTRY}", "kernel.o"])
+            script = " && ".join(shlex.join(step) for step in steps)
+            done = await toolchain.tool(["/bin/sh", "-c", script], workdir, timeout=compile_timeout)
+            if not done.ok:
+                return RunResult(Evaluation(Verdict.COMPILE_ERROR, feedback="objcopy failed: " + done.tail(2000), tier=TIER_NAME))
+        # 4. The harness: its own translation unit (cached: it does not depend on the candidate).
+        harness_obj = os.path.join(workdir, "harness.o")
+        cache_key = hashlib.sha256(
+            (plan.source + "\0" + problem.file_text + "\0" + repr(sorted(prep.headers.items()))).encode()
+        ).hexdigest()
+        if len(self._harness_locks) > 256:
+            self._harness_locks.clear()
+        lock = self._harness_locks.setdefault((id(asyncio.get_running_loop()), cache_key), asyncio.Lock())
+        async with lock:  # one compile per harness, however many candidates wait for it
+            cached = self._harness_objects.get(cache_key)
+            if cached is None:
+                with open(os.path.join(workdir, ORIGINAL_FILE), "w", encoding="utf-8") as f:
+                    f.write(problem.file_text)
+                with open(os.path.join(workdir, HARNESS_FILE), "w", encoding="utf-8") as f:
+                    f.write(plan.source)
+                built = await toolchain.compile_object(HARNESS_FILE, "harness.o", workdir, timeout=compile_timeout)
+                if built.ok and os.path.exists(harness_obj):
+                    # Everything the original file defines stays inside the harness object: only
+                    # main (and in substitute mode the measure calls on the marker lines) is global.
+                    keep = ["main"] + (["autocomp_measure_begin", "autocomp_measure_end"] if prep.mode == "substitute" else [])
+                    built = await toolchain.tool(
+                        [objcopy, *(f"--keep-global-symbol={k}" for k in keep), "harness.o"], workdir, timeout=compile_timeout
+                    )
+                if not built.ok or not os.path.exists(harness_obj):
+                    return RunResult(Evaluation(
+                        Verdict.RUNTIME_ERROR,
+                        feedback="the generated harness does not compile against the original file:\n" + built.tail(3000),
+                        tier=TIER_NAME,
+                    ))
+                with open(harness_obj, "rb") as f:
+                    cached = f.read()
+                if len(self._harness_objects) > 64:
+                    self._harness_objects.clear()
+                self._harness_objects[cache_key] = cached
+            else:
+                with open(harness_obj, "wb") as f:
+                    f.write(cached)
+        # 5. Link.
+        elf = os.path.join(workdir, "kernel.elf")
+        built = await toolchain.link(["harness.o", "kernel.o"], elf, workdir, timeout=compile_timeout)
+        if not built.ok or not os.path.exists(elf):
+            return compile_error(built, "the linker")
         try:
             symbols = read_symbols(elf)
-        except (OSError, ElfError) as exc:
+            intruders = _harness_intruders(elf, harness_obj)
+        except (OSError, ElfError, ObjectError) as exc:
             return RunResult(Evaluation(Verdict.RUNTIME_ERROR, feedback=f"cannot read the built program: {exc}", tier=TIER_NAME))
+        if intruders:
+            return RunResult(Evaluation(
+                Verdict.REJECTED,
+                feedback="the linked program has code of the kernel's inside the harness's code range: " + ", ".join(intruders[:5]),
+                tier=TIER_NAME,
+            ))
         regions: dict[str, tuple[str, int]] = {}
         for region, symbol in plan.region_symbols.items():
             sym = symbols.get(symbol)
@@ -322,12 +467,19 @@ class GemminiBackend(Backend):
                 regions[region] = (symbol, sym.size)
             elif prep.mode == "function":
                 return RunResult(Evaluation(Verdict.RUNTIME_ERROR, feedback=f"harness array {symbol} missing from the program", tier=TIER_NAME))
+        # Limits that fit the problem: max_instructions bounds the measured call alone (the
+        # model enforces it at the end of the region); the harness's own work (filling and
+        # copying the arrays) gets an allowance that scales with the bytes it handles, and so
+        # does the wall limit.
+        data_bytes = sum(size for _sym, size in regions.values())
+        call_limit = int(self._setting("max_instructions"))
         sim = await toolchain.run(
             elf,
             workdir,
             regions,
-            timeout=float(self._setting("run_timeout")),
-            max_instructions=int(self._setting("max_instructions")),
+            timeout=float(self._setting("run_timeout")) + data_bytes / HARNESS_BYTES_PER_SECOND,
+            max_instructions=call_limit + HARNESS_BASE_INSTRUCTIONS + HARNESS_INSTRUCTIONS_PER_BYTE * data_bytes,
+            region_instruction_limit=call_limit,
         )
         terminal = self._run_failure(sim, plan)
         if terminal is not None:
@@ -339,12 +491,17 @@ class GemminiBackend(Backend):
         out = _tail(sim.stdout)
         printed = f"\nProgram output (untrusted):\n{out}" if out else ""
         if sim.timed_out:
+            limit = f"{int(self._setting('max_instructions')):,} instructions"
+            if getattr(sim, "stopped_quietly", False):
+                why = (
+                    f"stopped: the simulation ended without the harness's exit: the program ran past {limit}, or it "
+                    f"stopped the simulator itself (writing tohost) instead of returning"
+                )
+            else:
+                why = f"stopped: the run exceeded the wall limit ({self._setting('run_timeout')} s) or {limit}"
             return Evaluation(
                 Verdict.TIMEOUT,
-                feedback=(
-                    f"stopped: the run exceeded the wall limit ({self._setting('run_timeout')} s) or "
-                    f"{int(self._setting('max_instructions')):,} instructions" + (f"; {sim.error}" if sim.error else "") + printed
-                ),
+                feedback=why + (f"; {sim.error}" if sim.error else "") + printed,
                 tier=TIER_NAME,
             )
         if sim.error:
@@ -353,12 +510,12 @@ class GemminiBackend(Backend):
             return Evaluation(Verdict.RUNTIME_ERROR, feedback=f"the program never exited{printed}", tier=TIER_NAME)
         if sim.exit_code != 0:
             return Evaluation(Verdict.RUNTIME_ERROR, feedback=f"the program exited with code {sim.exit_code}{printed}", tier=TIER_NAME)
-        if len(sim.snapshots) < plan.snapshots_per_run:
+        if len(sim.snapshots) != plan.snapshots_per_run:
             return Evaluation(
                 Verdict.RUNTIME_ERROR,
                 feedback=(
-                    f"the program ended before the harness finished ({len(sim.snapshots)} of {plan.snapshots_per_run} "
-                    f"snapshots taken): the kernel must return normally, not call exit(){printed}"
+                    f"the program did not follow the harness ({len(sim.snapshots)} of {plan.snapshots_per_run} "
+                    f"snapshots taken): the kernel must return normally, not call exit() or jump elsewhere{printed}"
                 ),
                 tier=TIER_NAME,
             )
@@ -408,6 +565,38 @@ def _sources_digest() -> str:
         _DIGEST = h.hexdigest()[:16]
     return _DIGEST
 
+
+
+def _harness_intruders(elf: str, harness_obj: str) -> list[str]:
+    """Symbols in the linked ELF's harness section that are neither the harness object's own
+    nor the runtime's exit (which the model trusts for its exit marker)."""
+    from .toolchain import HARNESS_SECTION
+
+    own = read_object(harness_obj)
+    index = {s.index for s in own.sections if s.name == HARNESS_SECTION}
+    allowed = {sym.name for sym in own.symbols if sym.shndx in index and sym.name} | {"_exit"}
+    linked = read_object(elf)
+    ranges = [(s.index, s.addr, s.addr + s.size) for s in linked.sections if s.name == HARNESS_SECTION]
+    bad = []
+    for sym in linked.symbols:
+        if not sym.name or sym.type in (3, 4):  # section and file symbols
+            continue
+        for idx, _lo, _hi in ranges:
+            if sym.shndx == idx and sym.name not in allowed:
+                bad.append(sym.name)
+    return sorted(set(bad))
+
+
+def _defined_function(obj_path: str, name: str) -> str | None:
+    """"global" or "local" when ``obj_path`` defines ``name`` (a function), else None."""
+    try:
+        obj = read_object(obj_path)
+    except Exception:  # noqa: BLE001 - an unreadable object is reported by check_object
+        return None
+    for sym in obj.symbols:
+        if sym.name == name and sym.shndx != 0 and sym.type == 2:
+            return "local" if sym.bind == 0 else "global"
+    return None
 
 
 def _metrics(sim: Any) -> dict[str, Metric]:

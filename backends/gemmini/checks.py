@@ -1,11 +1,13 @@
-"""Static checks on candidate code before it is built (verdict ``rejected``).
+"""Cheap text checks on candidate code before it is built (verdict ``rejected``).
 
-They guard the trust boundary, not style: candidate code may not name the harness's
-symbols (``autocomp_*``), place code in another section (which could put it inside the
-harness's address range, where the simulator honours measure and snapshot commands), or run
-code outside the kernel call (a constructor could warm the accelerator before the measured
-call); and a function kernel must keep the original's name and parameter list so the
-harness calls it the same way.
+These only give friendlier, earlier messages. What holds the trust boundary is built in:
+the kernel is compiled alone and its object file is checked (sections, instructions,
+external symbols: :mod:`.objcheck`), the linked ELF is checked for kernel code in the
+harness's range, the model checks the harness's bytes and the measurement protocol, the
+clock cannot be written, and everything runs in the sandbox. The one rule enforced only
+here is that a function kernel keeps the original's name and parameter list, so the harness
+calls it the same way (a kernel that changes them otherwise fails to link or computes wrong
+results).
 """
 
 from __future__ import annotations

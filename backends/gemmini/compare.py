@@ -70,7 +70,8 @@ def compare_function_runs(
     """Check a candidate run (2 snapshots per seed: before and after the call) against the
     original's. Returns the first problem found, or None when everything matches."""
     for i, seed in enumerate(seeds):
-        label = f"seed {seed} ({modes[i % len(modes)]} inputs)"
+        # Seed values are secret: name the input set by position only.
+        label = f"input set {i + 1} ({modes[i % len(modes)]} inputs{', the measured call' if i == 0 else ''})"
         ref_pre, ref_post = ref[2 * i], ref[2 * i + 1]
         pre, post = cand[2 * i], cand[2 * i + 1]
         for p in sig.inputs:

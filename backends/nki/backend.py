@@ -48,6 +48,7 @@ class NkiBackend(Backend):
             memory_bytes=int(float(self.settings.get("memory_mb", 3072)) * 1024 * 1024),
             concurrency=int(self.settings.get("concurrency", 0)) or _slots(),
             reorder=bool(self.settings.get("check_reorder", True)),
+            public_seeds=bool(self.settings.get("public_seeds", False)),
         )
         self._neuron = None
         self._real: str | None = None  # version of a working Neuron SDK ("" when none), probed once

@@ -4,6 +4,11 @@ With the SDK but no device, correctness comes from ``nki.simulate`` (which model
 timing, so there is no speed metric). With a Trainium device (``/dev/neuron*``), timing
 comes from ``nki.benchmark``: ``ms (trainium, P50/P99)``, the only NKI tier whose numbers
 are confirmed. Everything runs in child processes; the parent compares outputs itself.
+Every child runs in the OS sandbox (:func:`autocomp.sandbox.run_limited`): an empty
+environment, no network, a read-only view of Python (where the SDK is installed) and of the
+oracle's inputs, its own work directory; on a Trainium host the ``/dev/neuron*`` devices and
+a ``/proc`` of the child's own PID namespace (the Neuron runtime reads it). Candidates pass
+the same NKI-subset allowlist as on the interpreter tier first.
 The interface is tested with a named test double of the SDK (tests/nki).
 """
 
@@ -28,7 +33,7 @@ from autocomp.backends.nki.harness import compare, _seq
 from autocomp.backends.nki.portable import load_arrays, save_arrays
 from autocomp.backends.nki.static import check_candidate
 from autocomp.model import Evaluation, Metric, Problem, Verdict
-from autocomp.sandbox import run_limited
+from autocomp.sandbox import Isolation, python_view, run_limited
 
 TRAINIUM_SOURCE = "trainium, P50/P99"
 
@@ -63,6 +68,11 @@ class NeuronTools:
         self._oracles: dict[str, tuple[str, dict[str, str], dict[int, list[np.ndarray]], dict[int, list[np.ndarray]]]] = {}
         self._root = tempfile.mkdtemp(prefix="autocomp-neuron-")
 
+    def _isolation(self, readable: tuple[str, ...] = ()) -> Isolation:
+        device = has_device() if self._device is None else self._device
+        devices = tuple(sorted(glob.glob("/dev/neuron[0-9]*"))) if device else ()
+        return Isolation(readable=python_view() + tuple(self.extra_path) + readable, proc=bool(devices), devices=devices)
+
     async def _child(self, action: str, extra: dict[str, Any], file_text: str = "") -> tuple[dict[str, Any], dict[str, np.ndarray]]:
         workdir = tempfile.mkdtemp(prefix=action + "-", dir=self._root)
         nonce = secrets.token_hex(16)
@@ -72,8 +82,11 @@ class NeuronTools:
         if file_text:
             req["file"] = os.path.join(workdir, "kernel.py")
             Path(req["file"]).write_text(file_text, encoding="utf-8")
+        inputs = extra.get("inputs", {}).get("path")
+        readable = (os.path.dirname(inputs),) if inputs else ()
         proc = await run_limited([self.python, "-m", "autocomp.backends.nki.neuron_child"], cwd=workdir,
-                                 timeout=self.timeout, memory_bytes=None, stdin_data=json.dumps(req).encode())
+                                 timeout=self.timeout, memory_bytes=None, stdin_data=json.dumps(req).encode(),
+                                 isolation=self._isolation(readable))
         try:
             data = json.loads(Path(req["result"]).read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -99,7 +112,9 @@ class NeuronTools:
         data, arrays = await self._child("inputs", {"function": problem.name, "seeds": list(seeds)}, problem.file_text)
         if data.get("status") != "ok":
             raise BackendError(f"{problem.path}: making inputs with the Neuron SDK failed: {data.get('message')}")
-        path = os.path.join(self._root, f"inputs-{key[:16]}.npz")
+        folder = os.path.join(self._root, f"inputs-{key[:16]}")  # bound read-only into the children
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        path = os.path.join(folder, "inputs.npz")
         dtypes = save_arrays(path, arrays)
         inputs = {s: _seq(arrays, f"s{s}_in") for s in seeds}
         data, outs = await self._child("simulate", {"function": problem.name, "seeds": list(seeds),
@@ -112,7 +127,8 @@ class NeuronTools:
 
     async def evaluate(self, problem: Problem, code: str, seeds: tuple[int, ...] = (0, 1)) -> Evaluation:
         start = time.monotonic()
-        issues = check_candidate(problem.file_with(code), problem.span.start_line, code, problem.name, problem.code)
+        issues = check_candidate(problem.file_with(code), problem.span.start_line, code, problem.name, problem.code,
+                                 original_file=problem.file_text)
         if issues:
             verdict = Verdict.COMPILE_ERROR if any(i.kind == "syntax" for i in issues) else Verdict.REJECTED
             return Evaluation(verdict, feedback="\n".join(f"{problem.path}:{i.line}: {i.message}" for i in issues))

@@ -1,29 +1,40 @@
-"""The child process that runs one NKI kernel file on the interpreter.
+"""The interpreter child: runs one NKI kernel file on the interpreter, in the OS sandbox.
 
-Run as ``python -I -m autocomp.backends.nki.runner`` in a private temp dir, with a JSON
-request on stdin (never in argv or the environment, so the kernel cannot see where its
-results go). It never decides a verdict: it reports the outputs, the arguments after the
-run, the outputs of a run with every ``affine_range`` reversed, and the trace; the parent
-compares everything itself.
+Run as ``python -I -m autocomp.backends.nki.runner`` through
+:func:`autocomp.sandbox.run_limited` (no network, an empty environment, no ``/proc``, a
+read-only view of Python, its work directory writable), with the request on stdin: one JSON
+line, then (for candidates) the oracle's inputs as an .npz, so no inputs file exists where
+kernel code could read it. It never decides a verdict.
 
-Request keys: ``file``, ``function``, ``mode`` ("oracle": make inputs with the file's
-``get_inputs``; "candidate": read them from ``inputs``), ``seeds``, ``inputs`` (npz path
-and dtype manifest), ``poison`` (argument indices to fill with NaN first), ``result`` and
-``arrays`` (where to write), ``reorder`` (bool), ``source_dir`` (the original file's folder,
-appended to sys.path for the file's own sibling imports).
+Modes: ``oracle`` (the user's original file, trusted: loaded here, inputs made with its
+``get_inputs``, every seed run) and ``candidate`` (every seed, then with ``reorder`` the
+first seed once more with every ``affine_range`` reversed). For a candidate, the kernel's
+Python runs in kernel processes (:mod:`autocomp.backends.nki.tracer`) forked before the
+inputs are read, with stdin and every descriptor but two pipes closed, and served by
+:mod:`autocomp.backends.nki.remote` from this process, which made itself non-dumpable: one
+kernel process for the seeds and a fresh one for the reversed run, each compiling the
+kernel text read here before any kernel code ran.
+
+Everything goes back on the channel, descriptor 3, which only this process holds: each
+instruction of the first seed's run the moment it is recorded (``["i", instr]``, and
+``["a", index, reads, writes]`` for regions added to an earlier one), the arrays
+(``["array", key, dtype, shape, nbytes]`` followed by the raw bytes), and last
+``["result", {...}]``.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import inspect
+import io
 import json
+import os
 import sys
 import time
 import traceback
 from typing import Any
 
-import numpy as np
+CHANNEL_FD = 3
 
 
 def _error(kind: str, message: str, **extra: Any) -> dict[str, Any]:
@@ -38,6 +49,8 @@ def _kernel_frames(tb: Any, kernel_file: str) -> str:
 
 def _annotation_inputs(module: Any, fn: Any, seed: int) -> list[np.ndarray] | None:
     """Inputs from ``INPUT_SPECS = {"a": ("float32", (128, 512)), ...}`` when there is no get_inputs."""
+    import numpy as np
+
     specs = getattr(module, "INPUT_SPECS", None)
     if not isinstance(specs, dict):
         return None
@@ -59,6 +72,8 @@ def _annotation_inputs(module: Any, fn: Any, seed: int) -> list[np.ndarray] | No
 
 
 def _make_inputs(module: Any, fn: Any, seed: int) -> list[np.ndarray]:
+    import numpy as np
+
     get_inputs = getattr(module, "get_inputs", None)
     if get_inputs is None:
         arrays = _annotation_inputs(module, fn, seed)
@@ -78,6 +93,8 @@ def _make_inputs(module: Any, fn: Any, seed: int) -> list[np.ndarray]:
 
 
 def _poisoned(arr: np.ndarray) -> np.ndarray:
+    import numpy as np
+
     from autocomp.backends.nki.interp.core import is_float
 
     out = np.array(arr, copy=True)
@@ -88,100 +105,256 @@ def _poisoned(arr: np.ndarray) -> np.ndarray:
     return out
 
 
-def run(request: dict[str, Any]) -> dict[str, Any]:
-    from autocomp.backends.nki.interp import install
+class Channel:
+    """Descriptor 3: messages and arrays for the parent, written at once (no buffer here
+    that anything could rewrite)."""
+
+    def __init__(self, fd: int) -> None:
+        os.fstat(fd)
+        self.fd = fd
+
+    def _write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self.fd, view):]
+
+    def message(self, message: list[Any]) -> None:
+        self._write((json.dumps(message, separators=(",", ":")) + "\n").encode())
+
+    def array(self, key: str, arr: np.ndarray) -> None:
+        import numpy as np
+
+        from autocomp.backends.nki.interp.core import dtype_name
+
+        arr = np.array(arr, order="C", copy=True)
+        raw = arr.astype(np.uint8) if arr.dtype.kind == "b" else arr
+        data = raw.tobytes()
+        self.message(["array", key, dtype_name(arr.dtype), list(arr.shape), len(data)])
+        self._write(data)
+
+
+def _load_inputs(raw: bytes, dtypes: dict[str, str]) -> dict[str, np.ndarray]:
+    from autocomp.backends.nki.portable import load_arrays
+
+    return load_arrays(io.BytesIO(raw), dtypes)
+
+
+class Forked:
+    """A kernel process forked from this one (the subset of Popen that KernelProcess uses)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        if self.returncode is None:
+            _, status = os.waitpid(self.pid, 0)
+            self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, 9)
+        except ProcessLookupError:
+            pass
+
+
+def fork_kernel_processes(count: int) -> list[tuple[Any, int, int]]:
+    """Fork ``count`` kernel processes now, before this process reads the inputs: each
+    starts with NumPy and the interpreter's modules imported (no second start-up), closes the
+    result channel and stdin at once, and keeps only its two pipes."""
+    from autocomp.backends.nki import tracer
+
+    procs = []
+    for _ in range(count):
+        req_r, req_w = os.pipe()
+        rep_r, rep_w = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:  # the kernel process
+            code = 1
+            try:
+                devnull = os.open(os.devnull, os.O_RDONLY)
+                os.dup2(devnull, 0)
+                os.close(devnull)
+                low = 3
+                for fd in sorted({req_w, rep_r}):
+                    os.closerange(low, fd)
+                    low = fd + 1
+                os.closerange(low, 1 << 16)
+                code = tracer.serve(req_w, rep_r)
+            finally:
+                os._exit(code)
+        os.close(req_w)
+        os.close(rep_r)
+        procs.append((Forked(pid), req_r, rep_w))
+    return procs
+
+
+def _read_line(fd: int) -> bytes:
+    """The request line from stdin, read unbuffered, so not a byte of the inputs after it is
+    in this process's memory before the kernel processes are forked."""
+    out = bytearray()
+    while True:
+        b = os.read(fd, 1)
+        if not b or b == b"\n":
+            return bytes(out)
+        out += b
+
+
+def run(request: dict[str, Any], channel: Channel | None = None, inputs_raw: bytes = b"",
+        spawned: list[tuple[Any, int, int]] | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(result, arrays); the trace goes to ``channel`` as it is recorded."""
+    from autocomp.backends.nki.interp import core, install
     from autocomp.backends.nki.interp.errors import NkiError
     from autocomp.backends.nki.interp.install import execute
-    from autocomp.backends.nki.portable import load_arrays, save_arrays
-    from autocomp.backends.nki.trace import trace_to_json
+    from autocomp.backends.nki.remote import KernelFailure, KernelProcess, make_undumpable
 
     install()
-    if request.get("source_dir"):
-        # After site-packages, so a file there cannot shadow numpy or the interpreter.
-        sys.path.append(str(request["source_dir"]))
+    mode = request["mode"]
     path = request["file"]
-    spec = importlib.util.spec_from_file_location("autocomp_nki_kernel", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["autocomp_nki_kernel"] = module
-    try:
-        spec.loader.exec_module(module)
-    except SyntaxError as exc:
-        return _error("compile", f"{path}:{exc.lineno}: {exc.msg}", line=exc.lineno or 0)
-    except NkiError as exc:
-        return _error("nki", exc.render(), **{k: v for k, v in exc.to_json().items() if k not in ("kind", "message")})
-    except Exception as exc:
-        return _error("import", f"loading {path} failed: {type(exc).__name__}: {exc}\n{_kernel_frames(exc.__traceback__, path)}")
-    fn = getattr(module, request["function"], None)
-    if fn is None:
-        return _error("import", f"{path} has no function {request['function']!r}")
-    names = list(inspect.signature(getattr(fn, "func", fn)).parameters)
-
+    sink = channel.message if channel is not None else None
+    arrays: dict[str, Any] = {}
     seeds = [int(s) for s in request["seeds"]]
-    arrays: dict[str, np.ndarray] = {}
-    if request["mode"] == "oracle":
+    kprocs: list[KernelProcess] = []
+    rev_fn = None
+    if mode == "oracle":
+        if request.get("source_dir"):
+            # After site-packages, so a file there cannot shadow numpy or the interpreter.
+            sys.path.append(str(request["source_dir"]))
+        spec = importlib.util.spec_from_file_location("autocomp_nki_kernel", path)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["autocomp_nki_kernel"] = module
+        try:
+            spec.loader.exec_module(module)
+        except SyntaxError as exc:
+            return _error("compile", f"{path}:{exc.lineno}: {exc.msg}", line=exc.lineno or 0), {}
+        except NkiError as exc:
+            return _error("nki", exc.render(), **{k: v for k, v in exc.to_json().items() if k not in ("kind", "message")}), {}
+        except Exception as exc:
+            return _error("import", f"loading {path} failed: {type(exc).__name__}: {exc}\n{_kernel_frames(exc.__traceback__, path)}"), {}
+        fn = getattr(module, request["function"], None)
+        if fn is None:
+            return _error("import", f"{path} has no function {request['function']!r}"), {}
+        names = list(inspect.signature(getattr(fn, "func", fn)).parameters)
+        grid = getattr(module, "GRID", ())  # SPMD launch grid, e.g. GRID = (4,)
+        grid = tuple(int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,)))
         inputs = {}
-        for seed in seeds:
+        rng_seeds = [int(r) for r in request.get("rng_seeds", seeds)]  # secret, behind the labels
+        for seed, rng_seed in zip(seeds, rng_seeds):
             try:
-                inputs[seed] = _make_inputs(module, getattr(fn, "func", fn), seed)
+                inputs[seed] = _make_inputs(module, getattr(fn, "func", fn), rng_seed)
             except Exception as exc:
-                return _error("inputs", f"making inputs for seed {seed} failed: {type(exc).__name__}: {exc}")
+                return _error("inputs", f"making inputs for seed {seed} failed: {type(exc).__name__}: {exc}"), {}
             for i, a in enumerate(inputs[seed]):
                 arrays[f"s{seed}_in{i}"] = a
     else:
-        src = load_arrays(request["inputs"]["path"], request["inputs"]["dtypes"])
+        src = _load_inputs(inputs_raw, request["inputs"]["dtypes"])
         inputs = {}
         for seed in seeds:
             n = sum(1 for k in src if k.startswith(f"s{seed}_in"))
             inputs[seed] = [src[f"s{seed}_in{i}"] for i in range(n)]
+        # The kernel's Python runs in processes of its own, which must not reach this one: one
+        # for the seeds, and a fresh one for the reversed run, so nothing the kernel keeps
+        # between calls (module globals, default arguments) reaches the reorder check.
+        make_undumpable()
+        if spawned is None:
+            spawned = fork_kernel_processes(2 if request.get("reorder") else 1)
+        kprocs = [KernelProcess(path, request["function"], str(request.get("source_dir") or ""), spawned=s,
+                                source=request["source"]) for s in spawned]
+        try:
+            kprocs[0].load()
+        except KernelFailure as exc:
+            for k in kprocs:
+                k.close()
+            return {"status": "error", "error": dict(exc.error)}, {}
+        fn, names, grid = kprocs[0].kernel, kprocs[0].names, kprocs[0].grid
+        if len(kprocs) > 1:
+            rev_fn = kprocs[1].kernel
     poison = set(int(i) for i in request.get("poison", []))
-    grid = getattr(module, "GRID", ())  # SPMD launch grid, e.g. GRID = (4,)
-    grid = tuple(int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,)))
 
-    result: dict[str, Any] = {"status": "ok", "nonce": request["nonce"], "counts": {}}
+    result: dict[str, Any] = {"status": "ok", "counts": {}}
     start = time.perf_counter()
     stage = "run"
     try:
         for n, seed in enumerate(seeds):
             args = [(_poisoned(a) if i in poison else a) for i, a in enumerate(inputs[seed])]
-            res = execute(fn, args, kernel_file=path, names=names, grid=grid)
+            core.stream_to(sink if n == 0 else None)
+            try:
+                res = execute(fn, args, kernel_file=path, names=names, grid=grid)
+            finally:
+                core.stream_to(None)
             result["counts"][str(seed)] = [len(res.outputs), len(res.args_after)]
             for i, o in enumerate(res.outputs):
                 arrays[f"s{seed}_out{i}"] = o
             for i, a in enumerate(res.args_after):
                 arrays[f"s{seed}_after{i}"] = a
             if n == 0:
-                result["trace"] = trace_to_json(res.trace)
+                result["instructions"] = len(res.trace)
                 result["interp_seconds"] = time.perf_counter() - start
-                if request.get("reorder", True):
-                    stage = "reorder"
-                    rev = execute(fn, args, kernel_file=path, reverse_affine=True, names=names, grid=grid)
-                    for i, o in enumerate(rev.outputs):
-                        arrays[f"rev_out{i}"] = o
-                    result["rev_count"] = len(rev.outputs)
-                    stage = "run"
+        if rev_fn is not None:
+            stage = "reorder"
+            kprocs[0].close()
+            kprocs[1].load()
+            args = [(_poisoned(a) if i in poison else a) for i, a in enumerate(inputs[seeds[0]])]
+            rev = execute(rev_fn, args, kernel_file=path, reverse_affine=True, names=names, grid=grid)
+            for i, o in enumerate(rev.outputs):
+                arrays[f"rev_out{i}"] = o
+            result["rev_count"] = len(rev.outputs)
+    except KernelFailure as exc:
+        return {"status": "error", "error": {**exc.error, "stage": stage}}, {}
     except NkiError as exc:
         err = _error("nki", exc.render(), **{k: v for k, v in exc.to_json().items() if k not in ("kind", "message")})
         err["error"]["stage"] = stage
-        return err
+        return err, {}
     except RecursionError:
-        return _error("runtime", "recursion too deep", stage=stage)
+        return _error("runtime", "recursion too deep", stage=stage), {}
     except Exception as exc:
         where = _kernel_frames(exc.__traceback__, path)
-        return _error("runtime", f"{type(exc).__name__}: {exc}\n{where}".strip(), stage=stage)
+        return _error("runtime", f"{type(exc).__name__}: {exc}\n{where}".strip(), stage=stage), {}
+    finally:
+        for k in kprocs:
+            k.close()
     result["seconds"] = time.perf_counter() - start
-    result["dtypes"] = save_arrays(request["arrays"], arrays)
-    return result
+    return result, arrays
 
 
 def main() -> int:
-    request = json.loads(sys.stdin.read())
+    head = _read_line(0)
+    request = json.loads(head)
     try:
-        result = run(request)
+        channel = Channel(CHANNEL_FD)
+    except OSError:
+        print("autocomp.backends.nki.runner: no result channel on descriptor 3", file=sys.stderr)
+        return 2
+    spawned = None
+    if request["mode"] != "oracle":
+        # The kernel's text, read before any kernel code runs: each kernel process compiles it
+        # from here, so one cannot change the file (or plant bytecode) under the other.
+        with open(request["file"], encoding="utf-8") as fh:
+            request["source"] = fh.read()
+        import numpy  # noqa: F401 - imported once here, inherited by the forked kernel processes
+
+        from autocomp.backends.nki.remote import make_undumpable
+
+        make_undumpable()
+        spawned = fork_kernel_processes(2 if request.get("reorder") else 1)
+    inputs_raw = sys.stdin.buffer.read()
+    try:
+        result, arrays = run(request, channel, inputs_raw, spawned)
     except MemoryError:
-        result = _error("runtime", "the kernel ran out of memory in the interpreter")
-    result["nonce"] = request["nonce"]
-    with open(request["result"], "w", encoding="utf-8") as fh:
-        json.dump(result, fh)
+        result, arrays = _error("runtime", "the kernel ran out of memory in the interpreter"), {}
+    for key, arr in arrays.items():
+        channel.array(key, arr)
+    channel.message(["result", result])
     return 0
 
 

@@ -61,6 +61,11 @@ def _region(r: Any) -> tuple[int, int, int, int, int]:
     return (int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]))
 
 
+def region_from_json(r: Any) -> tuple[int, int, int, int, int]:
+    """A region as sent by the child (checked: five integers)."""
+    return _region(r)
+
+
 def trace_to_json(trace: list[Instr]) -> list[list[Any]]:
     return [i.to_list() for i in trace]
 

@@ -57,7 +57,12 @@ def best_plans(job: Job, limit: int = 4) -> list[str]:
 
 
 def start_job(
-    ls: AutocompServer, uri: str, detected: DetectedKernel, seed_plans: list[str] | None = None, previous: Job | None = None
+    ls: AutocompServer,
+    uri: str,
+    detected: DetectedKernel,
+    seed_plans: list[str] | None = None,
+    previous: Job | None = None,
+    reuse: dict[str, Any] | None = None,
 ) -> Job:
     """Start a job on ``detected`` in the current text of ``uri``."""
     from autocomp.server.runner import run_job
@@ -79,6 +84,7 @@ def start_job(
         end_line=problem.span.end_line,
         lower_is_better=backend.lower_is_better,
         seed_plans=list(seed_plans or []),
+        reuse=reuse,
     )
     job.primary_metric = backend.primary_metric
 
@@ -152,6 +158,9 @@ def code_actions(ls: AutocompServer, params: lsp.CodeActionParams) -> list[lsp.C
         if job is None:
             args = {"uri": uri, "line": line, "kernel": detected.name}
             actions.append(_action(f"Optimize kernel {detected.name} (Autocomp)", OPTIMIZE_KIND, "autocomp.optimize", args))
+            from autocomp.server.features import reuse_action
+
+            actions += reuse_action.code_actions(ls, uri, detected, line)
         else:
             actions.append(_action(f"Cancel optimizing {detected.name}", OPTIMIZE_KIND, "autocomp.cancel", {"jobId": job.id}))
             args = {"uri": uri, "kernel": detected.name, "restart": True}

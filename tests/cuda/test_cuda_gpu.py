@@ -65,3 +65,36 @@ def test_kernelbench_candidate_returning_an_unwritten_buffer_is_caught(gpu_backe
     stale = problem.code.replace("    y[row] = s / cols;\n", "    if (s == 12345.f) y[row] = s / cols;\n")
     (ev,) = asyncio.run(gpu_backend.evaluate(problem, [stale]))
     assert ev.verdict is Verdict.INCORRECT, ev.feedback
+
+
+def test_kernelbench_runner_times_in_its_own_process_and_counts_kernels(gpu_backend):
+    """The two-process runner (docs/cuda.md): metrics come from the runner's clock with the
+    transfer calibration subtracted, and the profiler saw the candidate's own kernel."""
+    pytest.importorskip("torch", reason="PyTorch with CUDA is needed for KernelBench-style problems")
+    path, text = example("matmul.py")
+    problem = gpu_backend.make_problem(path, text)
+    (ev,) = asyncio.run(gpu_backend.evaluate(problem, [problem.code]))
+    assert ev.verdict is Verdict.CORRECT and ev.confirmed, ev.feedback
+    assert ev.metrics["ms"].source.startswith("runner clock") and "overhead_ms" in ev.metrics
+    assert "matmul_naive_kernel" in ev.feedback  # "kernels launched: ..."
+
+
+def test_kernelbench_memoising_candidate_fails_on_fresh_inputs(gpu_backend):
+    """A candidate that computes once and returns the stored result: every check and every
+    timed trial has fresh inputs, so the second one already differs."""
+    pytest.importorskip("torch", reason="PyTorch with CUDA is needed for KernelBench-style problems")
+    path, text = example("matmul.py")
+    problem = gpu_backend.make_problem(path, text)
+    memo = problem.code.replace("        super().__init__()\n\n    def forward",
+                                "        super().__init__()\n        self.out = None\n\n    def forward", 1)
+    memo = memo.replace("        return matmul_ext.matmul_forward(A, B)\n",
+                        "        if self.out is None:\n            self.out = matmul_ext.matmul_forward(A, B)\n"
+                        "        return self.out\n")
+    from autocomp.backends.cuda import harness
+    from autocomp.backends.cuda.backend import reference_file
+
+    # straight to the runner: the static check (state) would refuse it before it ran
+    outcome = asyncio.run(harness.run_python(reference_file(problem), problem.file_with(memo), gpu_backend._gpu_settings,
+                                             "GPU", str(gpu_backend.cache_dir / "memo-ext"), kernel_names=["matmul_naive_kernel"],
+                                             toolkit=gpu_backend.compiler.isolation().readable))
+    assert outcome.verdict is Verdict.INCORRECT and "fresh inputs" in outcome.feedback

@@ -110,9 +110,10 @@ def test_reference_for_the_runner_leaves_out_the_starting_kernel():
     assert "load_inline(name" not in ref and "class ModelNew" not in ref
 
 
-def test_runner_result_line_is_read_only_with_the_nonce(tmp_path):
-    """The real runner as a subprocess. Here (no torch or no GPU) it must stop at setup and
-    say why; its verdict still travels on the nonce line."""
+def test_runner_verdict_travels_on_the_sandbox_channel(tmp_path):
+    """The real runner, in the sandbox. Here (no torch or no GPU) it must stop at setup and
+    say why; its verdict travels on the result channel (descriptor 3), which no candidate
+    process holds, not on standard output."""
     import importlib.util
 
     if importlib.util.find_spec("torch") is not None and gpu.gpu_names():

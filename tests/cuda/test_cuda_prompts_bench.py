@@ -13,6 +13,7 @@ import sys
 import pytest
 
 from autocomp.backends.cuda import CudaBackend, static_checks
+from autocomp.backends.cuda.backend import reference_file
 from autocomp.prompts import load_pieces, pieces_for_file
 
 from cuda_testlib import EXAMPLES, ROOT, example, requires_nvcc
@@ -47,7 +48,8 @@ def test_session_scripts_are_current_and_their_code_passes_static_checks(name):
     for rule in on_disk["rules"]:
         if rule["role"] in ("implement", "repair"):
             code = rule["reply"].split("```python\n", 1)[1].rsplit("```", 1)[0]
-            assert static_checks.check_python(code, text, problem.file_with(code)) == [], rule["match"]
+            assert static_checks.check_python(code, reference_file(problem), problem.file_with(code),
+                                              problem.span.start_line) == [], rule["match"]
     roles = [r["role"] for r in on_disk["rules"]]
     assert roles.count("plan") == 2 and roles.count("implement") == 4
 

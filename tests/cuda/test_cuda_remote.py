@@ -56,3 +56,26 @@ def test_broken_worker_command_says_what_to_check():
     problem = backend.make_problem(path, text)
     with pytest.raises(BackendError, match="python -m autocomp.backends.cuda.worker` runs on the GPU host"):
         asyncio.run(backend.evaluate(problem, [problem.code]))
+
+
+@requires_nvcc
+def test_a_whole_candidate_file_travels_to_the_worker(tmp_path):
+    """`eval FILE --against BASE` with a remote worker: the worker evaluates FILE itself
+    (a KernelBench ModelNew-only file), not FILE's kernel pasted into BASE."""
+    from autocomp.cli.evaluate import against_problems
+
+    path, text = example("matmul.py")
+    backend = CudaBackend({"remote": LOCAL_WORKER, "gpu": "off"})
+    problem = backend.make_problem(path, text)
+    reference = problem.span.replace_in(text, "")
+    base = backend.make_problem(str(tmp_path / "ref.py"), reference)
+    solution = ("import torch\nimport torch.nn as nn\nfrom torch.utils.cpp_extension import load_inline\n\n"
+                "EXT_NAME = 'autocomp_matmul_remote'\n\n" + problem.code.replace('name="autocomp_matmul"', "name=EXT_NAME"))
+    _, candidate, code = against_problems(base, backend, str(tmp_path / "sol.py"), solution)
+    (ev,) = asyncio.run(backend.evaluate(candidate, [code]))
+    assert ev.verdict is Verdict.UNVERIFIED, ev.feedback
+    assert "matmul_naive_kernel" in ev.feedback and "evaluated on" in ev.feedback
+    hostile = solution.replace("import torch\n", "import torch\nimport os\n", 1)
+    _, candidate, code = against_problems(base, backend, str(tmp_path / "bad.py"), hostile)
+    (ev,) = asyncio.run(backend.evaluate(candidate, [code]))
+    assert ev.verdict is Verdict.REJECTED and "imports `os`" in ev.feedback

@@ -42,6 +42,7 @@ def run_c(
     max_instructions: int = 50_000_000,
     timeout: float = 60,
     prelude: bool = True,
+    measure_limit: int = 1,
 ) -> SimRun:
     """Compile ``PRELUDE + body`` and run it; fails the test if it does not compile."""
     src = tmp_path / "prog.c"
@@ -52,7 +53,7 @@ def run_c(
     async def go() -> SimRun:
         res = await tc.compile([str(src)], str(elf), str(tmp_path))
         assert res.ok, res.tail()
-        return await tc.run(str(elf), str(tmp_path), regions or {}, timeout=timeout, max_instructions=max_instructions)
+        return await tc.run(str(elf), str(tmp_path), regions or {}, timeout=timeout, max_instructions=max_instructions, measure_limit=measure_limit)
 
     return asyncio.run(go())
 

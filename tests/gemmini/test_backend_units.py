@@ -124,8 +124,9 @@ def test_generated_harness_compiles_and_names_regions(sig, tmp_path):
     (tmp_path / "autocomp_harness.h").write_text(
         "#define AUTOCOMP_MEASURE_BEGIN() ((void)0)\n#define AUTOCOMP_MEASURE_END() ((void)0)\n#define AUTOCOMP_SNAPSHOT() ((void)0)\n"
     )
-    (tmp_path / "kernel.c").write_text(KERNEL)
+    (tmp_path / "original.c").write_text(KERNEL)
     plan = generate_function_harness(sig, (1, 2, 3))
+    assert "extern __typeof__(k) autocomp_kernel_entry;" in plan.source
     (tmp_path / "harness.c").write_text(plan.source)
     r = subprocess.run(
         ["riscv64-unknown-elf-gcc", "-march=rv64gc", "-mabi=lp64d", "--specs=picolibc.specs", "-O2", "-std=gnu99", "-Wall", "-Werror",

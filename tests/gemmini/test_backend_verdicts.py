@@ -95,8 +95,8 @@ CPU_REFERENCE = """\
 CHEATS = {
     "prints_correct": (kernel('  printf("Correct result\\nLatency: 12 cycles\\n");\n}\n'), Verdict.INCORRECT, "never wrote"),
     "returns_without_writing": (kernel("  (void)A; (void)B; (void)C;\n}\n"), Verdict.INCORRECT, "never wrote"),
-    "exits_early": (kernel(BODY.replace("  gemmini_config_ex", '  printf("Correct\\n"); exit(0);\n  gemmini_config_ex', 1)), Verdict.RUNTIME_ERROR, "exit"),
-    "exits_nonzero": (kernel("  exit(3);\n}\n"), Verdict.RUNTIME_ERROR, "code 3"),
+    "exits_early": (kernel(BODY.replace("  gemmini_config_ex", '  printf("Correct\\n"); exit(0);\n  gemmini_config_ex', 1)), Verdict.REJECTED, "`exit`"),
+    "exits_nonzero": (kernel("  exit(3);\n}\n"), Verdict.REJECTED, "`exit`"),
     "hangs": (kernel("  for (volatile int spin = 1; spin; ) { }\n}\n"), Verdict.TIMEOUT, "instructions"),
     "does_not_compile": (kernel("  int x = ;\n}\n"), Verdict.COMPILE_ERROR, "kernel line 2"),
     "modifies_input": (kernel(BODY.replace("\n}\n", "\n  gemmini_fence();\n  ((elem_t *)A)[5] ^= 1;\n}\n")), Verdict.INCORRECT, "modified its input"),
@@ -109,7 +109,7 @@ CHEATS = {
             + "  memcpy(saved, C, sizeof saved);\n}\n"
         ).replace(HEADER, "#include <string.h>\n" + HEADER),
         Verdict.INCORRECT,
-        "seed 2",
+        "input set 2",
     ),
     # Skips re-loading B after the first call, trusting the stale scratchpad contents.
     "stale_scratchpad": (

@@ -1,6 +1,6 @@
 """Out-of-range addresses and illegal configurations stop the run with a message that names
 the command (never a crash or a silent wrap); harness markers outside the harness are
-refused; the unmodelled depthwise mode of loop_conv_ws says so."""
+refused; depthwise loop_conv_ws with more than one channel per call says so."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ CASES = {
     "loop_ws_os": ("gemmini_config_ex(OUTPUT_STATIONARY, 0, 0); gemmini_loop_ws(1, 1, 1, 0, 0, 0, buf, buf, NULL, buf, 16, 16, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0);", "loop_ws: loop_ws needs the WEIGHT_STATIONARY dataflow"),
     "loop_ws_resadd": ("gemmini_config_ex(WEIGHT_STATIONARY, 0, 0); gemmini_loop_ws(8, 8, 0, 0, 0, 0, buf, buf, NULL, buf, 16, 16, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 1);", "loop_ws: I*J*DIM = 1024 accumulator rows exceed half the accumulator"),
     "loop_ws_overlap": ("gemmini_config_ex(WEIGHT_STATIONARY, 0, 0); gemmini_loop_ws(4, 4, 70, 0, 0, 0, buf, buf, NULL, buf, 16, 16, 0, 16, 0, 0, 0, 0, 0, 0, 0, 0, 0);", "loop_ws: A tiles"),
-    "loop_conv_ws": ("gemmini_loop_conv_ws(1,8,8,16,16,8,8,8,8,1,1,3,1,0,0,0,1,8,8,16,3,3,16,0,0,0,0,0,0,0,0,8,8,buf,buf,NULL,buf,1,1,0,0,0,0,0,0,0,0,0,16,16,16,1,0,0);", "loop_conv_ws: depthwise mode (dw=1) is not modelled"),
+    "loop_conv_ws": ("gemmini_loop_conv_ws(1,8,8,16,16,8,8,8,8,1,1,3,1,0,0,0,1,8,8,16,3,3,16,0,0,0,0,0,0,0,0,8,8,buf,buf,NULL,buf,1,1,0,0,0,0,0,0,0,0,0,16,16,16,1,0,0);", "loop_conv_ws: depthwise mode (dw=1) takes one channel per call (kchs=16, pochs=16; both must be 1)"),
     "loop_conv_ws_acc": ("gemmini_loop_conv_ws(1,30,30,16,16,30,30,30,30,1,1,3,1,0,0,0,1,30,30,16,3,3,16,1,1,1,1,0,0,0,0,30,30,buf,buf,NULL,buf,1,1,0,0,0,0,0,0,0,0,1,16,16,16,0,0,0);", "loop_conv_ws: the output tile needs 900 accumulator rows"),
     "harness_marker": ("AUTOCOMP_MEASURE_BEGIN();", "measure_begin: harness command at pc"),
     "harness_snapshot": ("AUTOCOMP_SNAPSHOT();", "snapshot: harness command at pc"),

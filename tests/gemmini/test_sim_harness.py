@@ -39,11 +39,11 @@ AUTOCOMP_HARNESS_FN int main(void) {
 }
 """, regions={"in": ("In", 256), "out": ("Out", 256), "counter": ("Counter", 4)})
     assert_ok(run)
-    assert len(run.snapshots) == 2
-    first, second = run.snapshots
+    assert len(run.snapshots) == 3  # MEASURE_END takes one too (fused with the clock stop)
+    first, at_end, second = run.snapshots
     assert first["out"] == bytes(256)
-    assert second["out"] == second["in"] == bytes(((i - j) & 0xFF) for i in range(16) for j in range(16))
-    assert first["counter"] == (7).to_bytes(4, "little") and second["counter"] == b"\xff" * 4
+    assert second["out"] == second["in"] == at_end["out"] == bytes(((i - j) & 0xFF) for i in range(16) for j in range(16))
+    assert first["counter"] == at_end["counter"] == (7).to_bytes(4, "little") and second["counter"] == b"\xff" * 4
     assert run.cycles is not None and run.cycles > 1
     assert run.instructions is not None and 0 < run.instructions < run.cycles
     assert "Correct" in run.stdout  # printed, but the numbers come from the report only

@@ -86,7 +86,7 @@ AUTOCOMP_HARNESS_FN int main(void) {
 
 
 def test_model_rewards_overlap_reuse_and_wide_transfers(tmp_path):
-    run = run_c(tmp_path, GEMM, prelude=False, max_instructions=100_000_000)
+    run = run_c(tmp_path, GEMM, prelude=False, max_instructions=100_000_000, measure_limit=8)
     assert_ok(run)
     fenced, unfenced, reused, library = run.region_cycles
     floor = 128**3 // (16 * 16)
@@ -112,7 +112,7 @@ AUTOCOMP_HARNESS_FN int main(void) {
   AUTOCOMP_MEASURE_END();
   return 0;
 }
-""")
+""", measure_limit=2)
     assert_ok(run)
     narrow, wide = run.region_cycles
     assert wide < narrow, run.region_cycles
@@ -176,7 +176,7 @@ AUTOCOMP_HARNESS_FN int main(void) {
   AUTOCOMP_MEASURE_BEGIN(); body(0); AUTOCOMP_MEASURE_END();
   return 0;
 }
-""")
+""", measure_limit=2)
     assert_ok(run)
     with_configs, without = run.region_cycles
     assert with_configs > without + 64 * 16, run.region_cycles

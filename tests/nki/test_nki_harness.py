@@ -87,12 +87,15 @@ CHEATS = {
     # writes to its input
     "modifies_input": (variant(FORWARD, FORWARD + "\n        nisa.dma_copy(dst=a[i * 128:(i + 1) * 128, :], src=z)"),
                        Verdict.INCORRECT),
-    # keeps results of an earlier run in module state (stale buffer)
-    "stale_buffer": (variant("    return out", "    CACHE.append(out)\n    return CACHE[0]"), Verdict.INCORRECT),
+    # keeps results of an earlier run in module state (stale buffer): not in the NKI subset
+    "stale_buffer": (variant("    return out", "    CACHE.append(out)\n    return CACHE[0]"), Verdict.REJECTED),
     # mixes API styles
     "mixed_api": (variant(FORWARD, "nl.store(out[i * 128:(i + 1) * 128, :], value=z)"), Verdict.REJECTED),
     "syntax": (variant("    return out", "    return out +"), Verdict.COMPILE_ERROR),
-    "loops_forever": (variant("    return out", "    while True:\n        pass\n    return out"), Verdict.TIMEOUT),
+    # `while` is not part of the subset; a loop over an enormous range runs into the time limit
+    "while_loop": (variant("    return out", "    while True:\n        pass\n    return out"), Verdict.REJECTED),
+    "loops_forever": (variant("    return out", "    for j in nl.sequential_range(10 ** 12):\n        pass\n    return out"),
+                      Verdict.TIMEOUT),
 }
 
 
@@ -218,3 +221,22 @@ def test_spmd_grid_and_scalar_arguments(tmp_path):
     good, wrong = problem.code, problem.code.replace("t * factor", "t * 2.0")
     evs = asyncio.run(backend.evaluate(problem, [good, wrong]))
     assert [e.verdict for e in evs] == [Verdict.CORRECT, Verdict.INCORRECT], [e.feedback for e in evs]
+
+
+def test_inputs_come_from_secret_seeds_unless_public_seeds(tmp_path):
+    """A kernel that regenerates the inputs from the file's get_inputs and a guessed seed
+    gets other numbers: the RNG seeds behind the labels are drawn secretly per harness."""
+    import numpy as np
+
+    path = tmp_path / "scale_add.py"
+    path.write_text(BASE)
+
+    def first_input(settings):
+        backend = get_backend("nki", {"seeds": [0, 1], **settings})
+        oracle = asyncio.run(backend.harness.oracle(backend.make_problem(str(path), BASE)))
+        return oracle.inputs[0][0]
+
+    guessed = np.random.default_rng(0).standard_normal((256, 128)).astype(np.float32)
+    a, b = first_input({}), first_input({})
+    assert not np.array_equal(a, guessed) and not np.array_equal(a, b)
+    np.testing.assert_array_equal(first_input({"public_seeds": True}), guessed)

@@ -84,6 +84,9 @@ static const acc_t acc_t_min = INT32_MIN;
 #define k_LOOP_CONV_WS_CONFIG_5 20
 #define k_LOOP_CONV_WS_CONFIG_6 21
 #define k_COUNTER 126
+/* Autocomp's model only: stop the run with an error (what the library does where the
+ * original gemmini.h called exit(); a kernel may not call exit). */
+#define k_ABORT 31
 
 #define CONFIG_EX 0
 #define CONFIG_LD 1
@@ -267,6 +270,9 @@ static inline int64_t gemmini_rounding_shift(int64_t x, int shift) {
 #define gemmini_flush(skip) ROCC_INSTRUCTION_RS1_RS2(XCUSTOM_ACC, skip, 0, k_FLUSH)
 /* The host waits for every queued Gemmini command (the model drains its queues on fence). */
 #define gemmini_fence() __asm__ volatile("fence" ::: "memory")
+
+/* Stop the run with an error; the model reports it with whatever the program printed. */
+#define gemmini_abort(code) ROCC_INSTRUCTION_RS1_RS2(XCUSTOM_ACC, code, 0, k_ABORT)
 
 /* Performance counters are not modelled: reads return 0. */
 #define gemmini_counter_access(rd, config_reg) ROCC_INSTRUCTION(XCUSTOM_ACC, rd, config_reg, 0, k_COUNTER)

@@ -3,8 +3,7 @@
  * Included by gemmini.h. These are the "software library" baselines that hand-written and
  * LLM-optimized kernels are compared with: a reasonable, general tiling (loop_ws per tile,
  * tiles sized to half the scratchpad and half the accumulator so two loops can overlap),
- * not a tuned schedule. The convolution lowers to a GEMM over an im2col buffer built by the
- * host core.
+ * not a tuned schedule. The convolution goes through loop_conv_ws (no host im2col).
  */
 #ifndef AUTOCOMP_GEMMINI_LIB_H
 #define AUTOCOMP_GEMMINI_LIB_H
@@ -42,19 +41,29 @@ GEMMINI_LIB_FN void gemmini_matmul_cpu(size_t dim_I, size_t dim_J, size_t dim_K,
   }
 }
 
-/* Tile sizes (in DIM blocks) for loop_ws: C tile within half the accumulator, A and B tiles
- * within half the scratchpad, grown from 4x4 while they fit. */
+/* Tile sizes (in DIM blocks) for loop_ws, chosen the way Gemmini's library chooses them for
+ * the double-buffered WS dataflow: start from a square-ish C tile that fits a quarter of the
+ * accumulator (side floor(sqrt(accumulator tiles / 2))) and the K depth that fills a quarter of
+ * the scratchpad next to it, clipped to the problem; then grow J, then I, then K by one block
+ * at a time while A+B tiles fit half the scratchpad and the C tile half the accumulator. */
+GEMMINI_LIB_FN size_t gemmini_isqrt(size_t n) {
+  size_t r = 0;
+  while ((r + 1) * (r + 1) <= n) r++;
+  return r;
+}
 GEMMINI_LIB_FN void gemmini_choose_tiles(size_t I, size_t J, size_t K, size_t *tI, size_t *tJ, size_t *tK) {
-  const size_t acc_tiles = (ACC_ROWS / 2) / DIM;
-  const size_t sp_tiles = (BANK_NUM * BANK_ROWS / 2) / DIM;
-  size_t ti = I < 4 ? I : 4, tj = J < 4 ? J : 4;
-  size_t tk = sp_tiles / (ti + tj);
-  if (tk > K) tk = K;
+  const size_t sp_limit = BANK_NUM * BANK_ROWS / 2, acc_limit = ACC_ROWS / 2;
+  const size_t side = gemmini_isqrt((ACC_ROWS / 2) / DIM);
+  const size_t depth = ((BANK_NUM * BANK_ROWS / 4) / DIM) / side;
+  size_t ti = I < side ? I : side, tj = J < side ? J : side, tk = K < depth ? K : depth;
+#define GEMMINI_SP_ROWS(i, j, k) (((i) * (k) + (k) * (j)) * DIM)
   for (int grew = 1; grew;) {
     grew = 0;
-    if (tj < J && ti * (tj + 1) <= acc_tiles && (ti + tj + 1) * tk <= sp_tiles) { tj++; grew = 1; }
-    if (ti < I && (ti + 1) * tj <= acc_tiles && (ti + 1 + tj) * tk <= sp_tiles) { ti++; grew = 1; }
+    if (tj + 1 <= J && GEMMINI_SP_ROWS(ti, tj + 1, tk) <= sp_limit && ti * (tj + 1) * DIM <= acc_limit) { tj++; grew = 1; }
+    if (ti + 1 <= I && GEMMINI_SP_ROWS(ti + 1, tj, tk) <= sp_limit && (ti + 1) * tj * DIM <= acc_limit) { ti++; grew = 1; }
+    if (tk + 1 <= K && GEMMINI_SP_ROWS(ti, tj, tk + 1) <= sp_limit) { tk++; grew = 1; }
   }
+#undef GEMMINI_SP_ROWS
   *tI = ti; *tJ = tj; *tK = tk;
 }
 
@@ -108,7 +117,9 @@ GEMMINI_LIB_FN void tiled_matmul_auto(size_t dim_I, size_t dim_J, size_t dim_K,
   (void)D_scale_factor; (void)bert_scale; (void)weightA;
   if (act != NO_ACTIVATION && act != RELU) {
     printf("tiled_matmul_auto: activation %d is not supported (NO_ACTIVATION or RELU)\n", act);
-    exit(2);
+    fflush(stdout);
+    gemmini_abort(2);
+    return;
   }
   if (tiled_matmul_type == CPU) {
     gemmini_matmul_cpu(dim_I, dim_J, dim_K, A, B, D, C, stride_A, stride_B, stride_D, stride_C,
@@ -119,7 +130,9 @@ GEMMINI_LIB_FN void tiled_matmul_auto(size_t dim_I, size_t dim_J, size_t dim_K,
   if (tiled_matmul_type == OS) {
     if (transpose_A || transpose_B) {
       printf("tiled_matmul_auto: transposes need the WS dataflow\n");
-      exit(2);
+      fflush(stdout);
+      gemmini_abort(2);
+      return;
     }
     gemmini_tiled_matmul_os(dim_I, dim_J, dim_K, A, B, D, C, stride_A, stride_B, stride_D, stride_C,
                             A_scale_factor, B_scale_factor, act, scale, repeating_bias, full_C, low_D);
@@ -138,6 +151,10 @@ GEMMINI_LIB_FN void tiled_matmul_auto(size_t dim_I, size_t dim_J, size_t dim_K,
   gemmini_extended3_config_ld(stride_B * sizeof(elem_t), B_scale_factor, false, 1);
   gemmini_extended3_config_ld(repeating_bias ? 0 : stride_D * sizeof_D, MVIN_SCALE_IDENTITY, low_D, 2);
 
+  /* An operand whose tiles all fit (at most two K steps) stays in its own scratchpad region
+   * and is not moved in again, as Gemmini's library does (a_reuse / b_reuse). */
+  const size_t nI0 = (I + tI - 1) / tI, nJ0 = (J + tJ - 1) / tJ, nK0 = (K + tK - 1) / tK;
+  const bool a_reuse = nI0 * nK0 <= 2, b_reuse = nJ0 * nK0 <= 2;
   for (size_t i0 = 0; i0 < I; i0 += tI) {
     const size_t ni = I - i0 < tI ? I - i0 : tI;
     for (size_t j0 = 0; j0 < J; j0 += tJ) {
@@ -145,8 +162,11 @@ GEMMINI_LIB_FN void tiled_matmul_auto(size_t dim_I, size_t dim_J, size_t dim_K,
       for (size_t k0 = 0; k0 < K; k0 += tK) {
         const size_t nk = K - k0 < tK ? K - k0 : tK;
         const bool last_k = k0 + nk >= K;
+        const int a_id = a_reuse ? (i0 + k0 == 0 ? 1 : 2) : 0, b_id = b_reuse ? (j0 + k0 == 0 ? 1 : 2) : 0;
         const elem_t *a = transpose_A ? A + k0 * DIM * stride_A + i0 * DIM : A + i0 * DIM * stride_A + k0 * DIM;
         const elem_t *b = transpose_B ? B + j0 * DIM * stride_B + k0 * DIM : B + k0 * DIM * stride_B + j0 * DIM;
+        if (a_reuse && j0 >= 1) a = NULL;
+        if (b_reuse && i0 >= 1) b = NULL;
         const void *d = NULL;
         if (D != NULL && k0 == 0)
           d = (const char *)D + ((repeating_bias ? 0 : i0 * DIM) * stride_D + j0 * DIM) * sizeof_D;
@@ -154,7 +174,7 @@ GEMMINI_LIB_FN void tiled_matmul_auto(size_t dim_I, size_t dim_J, size_t dim_K,
         gemmini_loop_ws(ni, nj, nk,
                         i0 + ni >= I ? pad_I : 0, j0 + nj >= J ? pad_J : 0, last_k ? pad_K : 0,
                         a, b, d, c, stride_A, stride_B, repeating_bias ? 0 : stride_D, stride_C,
-                        transpose_A, transpose_B, full_C, low_D, (d != NULL) || k0 > 0, act, 0, 0, false);
+                        transpose_A, transpose_B, full_C, low_D, (d != NULL) || k0 > 0, act, a_id, b_id, false);
       }
     }
   }
@@ -176,13 +196,60 @@ GEMMINI_LIB_FN void tiled_matmul(size_t dim_I, size_t dim_J, size_t dim_K,
                     repeating_bias, transpose_A, transpose_B, full_C, low_D, weightA, tiled_matmul_type);
 }
 
-/* Convolution lowered to a GEMM over an im2col buffer that the host fills.
- * Layouts (as in the Gemmini library): input NHWC [batch][rows][cols][in_channels], or CHWN
- * with trans_input_3120; weights HWIO [kernel_dim][kernel_dim][in_channels][out_channels],
- * or WIHO-style [in_channels][kernel_dim][kernel_dim][out_channels] with trans_weight_1203,
- * or HWOI [kernel_dim][kernel_dim][out_channels][in_channels] with trans_weight_0132; bias
- * [out_channels] (may be NULL); output NHWC, or HWNC with trans_output_1203; optional max
- * pooling of the activated int8 output (padding counts as 0). */
+/* Convolution through the hardware convolution unroller (loop_conv_ws), as Gemmini's library
+ * does it: no im2col on the host. Layouts (as in the Gemmini library): input NHWC
+ * [batch][rows][cols][in_channels] (pixels in_stride apart), or CHWN with trans_input_3120;
+ * weights HWIO [kernel_dim][kernel_dim][in_channels][out_channels] (rows weight_stride apart),
+ * or [in_channels][kernel_dim][kernel_dim][out_channels] with trans_weight_1203, or HWOI
+ * [kernel_dim][kernel_dim][out_channels][in_channels] with trans_weight_0132; bias
+ * [out_channels] (may be NULL); output NHWC (pixels out_stride apart), or HWNC with
+ * trans_output_1203; optional max pooling (padding counts as 0), fused into the move-out.
+ *
+ * Tiles: batches x pooled rows x pooled cols x output channels x kernel rows x kernel cols x
+ * input channels, shrunk from the whole problem until the input and weight tiles fit half the
+ * scratchpad and the output tile half the accumulator (so two calls overlap). Partial sums of a
+ * tile stay in the accumulator across the kernel-row/col/channel steps; the first step loads
+ * the bias, the last one moves the tile out. */
+struct gemmini_conv_tile { int batches, porows, pocols, pochs, krows, kcols, kchs; };
+
+GEMMINI_LIB_FN void gemmini_conv_tile_rows(const struct gemmini_conv_tile *t, int stride, int input_dilation,
+                                           int kernel_dilation, int pool_size, int pool_stride,
+                                           int *spad_rows, int *acc_rows) {
+  const int orows = t->porows * pool_stride + pool_size - 1, ocols = t->pocols * pool_stride + pool_size - 1;
+  const int dkr = t->krows + (kernel_dilation - 1) * (t->krows - 1), dkc = t->kcols + (kernel_dilation - 1) * (t->kcols - 1);
+  int irows = orows * stride + dkr - 1, icols = ocols * stride + dkc - 1;
+  if (input_dilation > 1) { irows = (irows + 1) / 2; icols = (icols + 1) / 2; }
+  const int kch_blocks = (t->kchs + DIM - 1) / DIM, och_blocks = (t->pochs + DIM - 1) / DIM;
+  *spad_rows = t->batches * irows * icols * kch_blocks + t->krows * t->kcols * t->kchs * och_blocks;
+  *acc_rows = t->batches * orows * ocols * och_blocks;
+}
+
+GEMMINI_LIB_FN struct gemmini_conv_tile gemmini_choose_conv_tile(int batch_size, int pool_rows, int pool_cols,
+                                                                int in_channels, int out_channels, int kernel_dim,
+                                                                int stride, int input_dilation, int kernel_dilation,
+                                                                int pool_size, int pool_stride) {
+  struct gemmini_conv_tile t = {batch_size, pool_rows, pool_cols, out_channels, kernel_dim, kernel_dim, in_channels};
+  const int sp_limit = BANK_NUM * BANK_ROWS / 2, acc_limit = ACC_ROWS / 2;
+  for (;;) {
+    int sp, acc;
+    gemmini_conv_tile_rows(&t, stride, input_dilation, kernel_dilation, pool_size, pool_stride, &sp, &acc);
+    if (sp <= sp_limit && acc <= acc_limit) break;
+    /* Shrink what costs least reuse first: batches, then channels in DIM steps, then the
+     * output rows, then the kernel window, then the output columns. */
+    if (t.batches > 1) t.batches--;
+    else if (t.pochs > DIM && acc > acc_limit) t.pochs = ((t.pochs - 1) / DIM) * DIM;
+    else if (t.kchs > DIM && sp > sp_limit) t.kchs = ((t.kchs - 1) / DIM) * DIM;
+    else if (t.porows > 1) t.porows--;
+    else if (t.pochs > DIM) t.pochs = ((t.pochs - 1) / DIM) * DIM;
+    else if (t.kchs > DIM) t.kchs = ((t.kchs - 1) / DIM) * DIM;
+    else if (t.krows > 1) t.krows--;
+    else if (t.kcols > 1) t.kcols--;
+    else if (t.pocols > 1) t.pocols--;
+    else break;
+  }
+  return t;
+}
+
 GEMMINI_LIB_FN void tiled_conv_stride_auto(int batch_size, int in_row_dim, int in_col_dim, int in_channels,
                                    int out_channels, int out_row_dim, int out_col_dim,
                                    int stride, int input_dilation, int kernel_dilation, int padding, int kernel_dim,
@@ -192,91 +259,98 @@ GEMMINI_LIB_FN void tiled_conv_stride_auto(int batch_size, int in_row_dim, int i
                                    const elem_t *input, const elem_t *weights, const acc_t *bias, elem_t *output,
                                    int act, acc_scale_t scale, int pool_size, int pool_stride, int pool_padding,
                                    enum tiled_matmul_type_t tiled_conv_type) {
+  (void)tiled_conv_type;
   if (input_dilation < 1) input_dilation = 1;
   if (kernel_dilation < 1) kernel_dilation = 1;
-  const size_t rows = (size_t)batch_size * out_row_dim * out_col_dim;
-  const size_t patch = (size_t)kernel_dim * kernel_dim * in_channels;
-  const bool pooling = pool_size > 1 || pool_stride > 1;
-  const bool direct_out = !pooling && !trans_output_1203;
-  if (trans_weight_1203 || trans_weight_0132) weight_stride = out_channels;
-  elem_t *cols = (elem_t *)malloc(rows * patch);
-  elem_t *conv_out = direct_out ? output : (elem_t *)malloc(rows * (size_t)out_channels);
-  elem_t *w = (elem_t *)weights;
-  if (trans_weight_1203 || trans_weight_0132) w = (elem_t *)malloc(patch * (size_t)out_channels);
-  if (cols == NULL || conv_out == NULL || w == NULL) {
-    printf("tiled_conv_auto: out of memory for a %u x %u im2col buffer\n", (unsigned)rows, (unsigned)patch);
-    exit(2);
+  if (input_dilation > 2 || (input_dilation > 1 && stride > 1)) {
+    printf("tiled_conv_auto: input_dilation must be 1 or 2 (and 2 only with stride 1)\n");
+    fflush(stdout);
+    gemmini_abort(2);
+    return;
   }
-  if (w != weights) {
-    const size_t kk = (size_t)kernel_dim * kernel_dim;
-    for (size_t kr = 0; kr < (size_t)kernel_dim; kr++)
-      for (size_t kc = 0; kc < (size_t)kernel_dim; kc++)
-        for (size_t c = 0; c < (size_t)in_channels; c++)
-          for (size_t o = 0; o < (size_t)out_channels; o++) {
-            size_t src = trans_weight_1203 ? (c * kk + kr * kernel_dim + kc) * out_channels + o
-                                           : ((kr * kernel_dim + kc) * out_channels + o) * in_channels + c;
-            w[((kr * kernel_dim + kc) * in_channels + c) * out_channels + o] = weights[src];
-          }
+  const bool no_bias = bias == NULL;
+  const bool no_pool = !(pool_size > 1 || pool_stride > 1);
+  if (no_pool) { pool_size = 1; pool_stride = 1; pool_padding = 0; }
+  if (trans_output_1203 && !no_pool) {
+    printf("tiled_conv_auto: pooling with trans_output_1203 is not supported (as in Gemmini's library)\n");
+    fflush(stdout);
+    gemmini_abort(2);
+    return;
   }
-  size_t r = 0;
-  for (int b = 0; b < batch_size; b++)
-    for (int orow = 0; orow < out_row_dim; orow++)
-      for (int ocol = 0; ocol < out_col_dim; ocol++, r++) {
-        elem_t *dst = cols + r * patch;
-        for (int kr = 0; kr < kernel_dim; kr++)
-          for (int kc = 0; kc < kernel_dim; kc++) {
-            const int krow = wrot180 ? kernel_dim - 1 - kr : kr;
-            const int kcol = wrot180 ? kernel_dim - 1 - kc : kc;
-            const int irow_d = orow * stride + krow * kernel_dilation - padding;
-            const int icol_d = ocol * stride + kcol * kernel_dilation - padding;
-            elem_t *d = dst + ((size_t)kr * kernel_dim + kc) * in_channels;
-            const int irow = irow_d / input_dilation, icol = icol_d / input_dilation;
-            if (irow_d < 0 || icol_d < 0 || irow_d % input_dilation || icol_d % input_dilation ||
-                irow >= in_row_dim || icol >= in_col_dim) {
-              memset(d, 0, (size_t)in_channels);
-            } else if (trans_input_3120) {
-              for (int c = 0; c < in_channels; c++)
-                d[c] = input[(((size_t)c * in_row_dim + irow) * in_col_dim + icol) * batch_size + b];
-            } else {
-              memcpy(d, input + (((size_t)b * in_row_dim + irow) * in_col_dim + icol) * in_stride, (size_t)in_channels);
+  const int input_dilated = input_dilation == 2;
+  const int prow_dim = (out_row_dim + 2 * pool_padding - pool_size) / pool_stride + 1;
+  const int pcol_dim = (out_col_dim + 2 * pool_padding - pool_size) / pool_stride + 1;
+  const int din_rows = in_row_dim + (input_dilation - 1) * (in_row_dim - 1);
+  const int din_cols = in_col_dim + (input_dilation - 1) * (in_col_dim - 1);
+  const struct gemmini_conv_tile t = gemmini_choose_conv_tile(batch_size, prow_dim, pcol_dim, in_channels, out_channels,
+                                                              kernel_dim, stride, input_dilation, kernel_dilation,
+                                                              pool_size, pool_stride);
+  gemmini_extended_config_st(trans_output_1203 ? batch_size * out_channels : out_stride, act, scale);
+  gemmini_extended3_config_ex(WEIGHT_STATIONARY, 0, 0, 0, input_dilation, stride, trans_input_3120, trans_weight_0132, false);
+  const acc_t *bias_base = no_bias ? (const acc_t *)(uintptr_t)1 : bias;  /* any non-NULL pointer: "start the tile" */
+  for (int b = 0; b < batch_size; b += t.batches)
+    for (int porow = 0; porow < prow_dim; porow += t.porows) {
+      const int orow = porow * pool_stride - pool_padding;
+      for (int pocol = 0; pocol < pcol_dim; pocol += t.pocols) {
+        const int ocol = pocol * pool_stride - pool_padding;
+        for (int poch = 0; poch < out_channels; poch += t.pochs)
+          for (int krow = 0; krow < kernel_dim; krow += t.krows) {
+            const int irow = (orow < 0 ? 0 : orow) * stride + krow * kernel_dilation - padding;
+            for (int kcol = 0; kcol < kernel_dim; kcol += t.kcols) {
+              const int icol = (ocol < 0 ? 0 : ocol) * stride + kcol * kernel_dilation - padding;
+              for (int kch = 0; kch < in_channels; kch += t.kchs) {
+                const int nb = batch_size - b < t.batches ? batch_size - b : t.batches;
+                const int npr = prow_dim - porow < t.porows ? prow_dim - porow : t.porows;
+                const int npc = pcol_dim - pocol < t.pocols ? pcol_dim - pocol : t.pocols;
+                const int noc = out_channels - poch < t.pochs ? out_channels - poch : t.pochs;
+                const int nkr = kernel_dim - krow < t.krows ? kernel_dim - krow : t.krows;
+                const int nkc = kernel_dim - kcol < t.kcols ? kernel_dim - kcol : t.kcols;
+                const int nkch = in_channels - kch < t.kchs ? in_channels - kch : t.kchs;
+                /* output pixels the pooled tile needs, and what of them lies outside the image */
+                const int tile_ocols = npc * pool_stride + pool_size - 1, tile_orows = npr * pool_stride + pool_size - 1;
+                const int plpad = ocol < 0 ? -ocol : 0, pupad = orow < 0 ? -orow : 0;
+                const int prpad = ocol + tile_ocols > out_col_dim ? ocol + tile_ocols - out_col_dim : 0;
+                const int pdpad = orow + tile_orows > out_row_dim ? orow + tile_orows - out_row_dim : 0;
+                const int dkr = nkr + (kernel_dilation - 1) * (nkr - 1), dkc = nkc + (kernel_dilation - 1) * (nkc - 1);
+                const int tile_icols = (tile_ocols - plpad - prpad) * stride + dkc - 1;
+                const int tile_irows = (tile_orows - pupad - pdpad) * stride + dkr - 1;
+                int lpad = icol < 0 ? -icol : 0, upad = irow < 0 ? -irow : 0;
+                int rpad = icol + tile_icols > din_cols ? icol + tile_icols - din_cols : 0;
+                int dpad = irow + tile_irows > din_rows ? irow + tile_irows - din_rows : 0;
+                if (input_dilated) { /* start and end on real (undilated) pixels */
+                  lpad += lpad == 0 && icol % 2 != 0;
+                  rpad += rpad == 0 && (icol + tile_icols) % 2 != 1;
+                  upad += upad == 0 && irow % 2 != 0;
+                  dpad += dpad == 0 && (irow + tile_irows) % 2 != 1;
+                }
+                const int wkr = wrot180 ? kernel_dim - krow - nkr : krow, wkc = wrot180 ? kernel_dim - kcol - nkc : kcol;
+                const elem_t *w = weights + (wkr * kernel_dim * in_channels + wkc * in_channels + kch) * weight_stride + poch;
+                if (trans_weight_1203) w = weights + (kch * kernel_dim * kernel_dim + wkr * kernel_dim + wkc) * out_channels + poch;
+                else if (trans_weight_0132) w = weights + (wkr * kernel_dim * out_channels + wkc * out_channels + poch) * in_channels + kch;
+                const int in_r = (irow + upad) >> input_dilated, in_c = (icol + lpad) >> input_dilated;
+                const elem_t *in = trans_input_3120
+                                       ? input + (kch * in_row_dim * in_col_dim + in_r * in_col_dim + in_c) * batch_size + b
+                                       : input + (b * in_row_dim * in_col_dim + in_r * in_col_dim + in_c) * in_stride + kch;
+                const bool last = krow + t.krows >= kernel_dim && kcol + t.kcols >= kernel_dim && kch + t.kchs >= in_channels;
+                elem_t *out = NULL;
+                if (last)
+                  out = trans_output_1203 ? output + (porow * pcol_dim * batch_size + pocol * batch_size + b) * out_channels + poch
+                                          : output + (b * prow_dim * pcol_dim + porow * pcol_dim + pocol) * out_stride + poch;
+                const acc_t *bias_ = (krow == 0 && kcol == 0 && kch == 0) ? bias_base + poch : NULL;
+                const int tile_orows_in = tile_orows - pupad - pdpad, tile_ocols_in = tile_ocols - plpad - prpad;
+                gemmini_loop_conv_ws(batch_size, in_row_dim, in_col_dim, in_channels, out_channels, out_row_dim, out_col_dim,
+                                     prow_dim, pcol_dim, stride, padding, kernel_dim, kernel_dilation,
+                                     pool_size, pool_stride, pool_padding, nb, npr, npc, noc, nkr, nkc, nkch,
+                                     lpad, rpad, upad, dpad, plpad, prpad, pupad, pdpad, tile_orows_in, tile_ocols_in,
+                                     w, out, bias_, in, no_bias, no_pool, false, wrot180, input_dilated, act,
+                                     trans_output_1203, trans_weight_1203, trans_weight_0132, trans_input_3120, 1,
+                                     in_stride, weight_stride, out_stride, false, 0, 0);
+              }
             }
           }
       }
-  tiled_matmul_auto(rows, (size_t)out_channels, patch, cols, w, bias, conv_out,
-                    patch, (size_t)weight_stride, 0, direct_out ? (size_t)out_stride : (size_t)out_channels,
-                    MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, 1, act, scale, 0, true,
-                    false, false, false, false, 3, tiled_conv_type);
-  if (!direct_out) {
-    int prows = out_row_dim, pcols = out_col_dim, psize = 1, pstride = 1, ppad = 0;
-    if (pooling) {
-      psize = pool_size < 1 ? 1 : pool_size;
-      pstride = pool_stride < 1 ? 1 : pool_stride;
-      ppad = pool_padding;
-      prows = (out_row_dim + 2 * ppad - psize) / pstride + 1;
-      pcols = (out_col_dim + 2 * ppad - psize) / pstride + 1;
     }
-    for (int b = 0; b < batch_size; b++)
-      for (int pr = 0; pr < prows; pr++)
-        for (int pc = 0; pc < pcols; pc++)
-          for (int ch = 0; ch < out_channels; ch++) {
-            elem_t best = elem_t_min;
-            for (int wr = 0; wr < psize; wr++)
-              for (int wc = 0; wc < psize; wc++) {
-                const int orow = pr * pstride + wr - ppad;
-                const int ocol = pc * pstride + wc - ppad;
-                elem_t v = 0;
-                if (orow >= 0 && ocol >= 0 && orow < out_row_dim && ocol < out_col_dim)
-                  v = conv_out[(((size_t)b * out_row_dim + orow) * out_col_dim + ocol) * out_channels + ch];
-                if (v > best) best = v;
-              }
-            size_t at = trans_output_1203 ? (((size_t)pr * pcols + pc) * batch_size + b) * out_channels + ch
-                                          : (((size_t)b * prows + pr) * pcols + pc) * out_stride + ch;
-            output[at] = best;
-          }
-    free(conv_out);
-  }
-  if (w != weights) free(w);
-  free(cols);
+  gemmini_fence();
 }
 
 GEMMINI_LIB_FN void tiled_conv_auto(int batch_size, int in_row_dim, int in_col_dim, int in_channels,

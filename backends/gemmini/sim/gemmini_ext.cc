@@ -11,11 +11,20 @@
 // and for the scratchpad/accumulator rows it reads or overwrites. A `fence` (or the end of a
 // measured region) makes the host wait for every queue. Parameters: timing_params.h.
 //
-// Trust boundary: measure and snapshot commands (funct7 120-122) are honoured only when the
-// instruction's PC lies inside the harness code ranges that the host passes in the file named
-// by $AUTOCOMP_GEMMINI_CONFIG; results go to a report file named there, which the target never
-// sees. Model errors (out-of-range rows, illegal configurations) stop the run with a message
-// naming the command.
+// Trust boundary: measure and snapshot commands (funct7 120-123) are honoured only when the
+// instruction's PC lies inside the harness code range that the host passes in the file named
+// by $AUTOCOMP_GEMMINI_CONFIG (read once, when Spike loads the extension, before any target
+// code runs). The host also passes every byte of that range as it is in the ELF file; target
+// memory must still hold exactly those bytes at every harness command and at exit. The
+// protocol is fixed: MEASURE_BEGIN exactly once, then MEASURE_END exactly once, which also
+// takes the snapshot of the outputs (so jumping to it early snapshots unfinished work); plain
+// snapshots only outside the measured region. The report and the snapshots go to the host on
+// an inherited file descriptor (the "channel", fd 3), never to a file: the target reaches host
+// files only through fesvr's syscall proxy, whose descriptor table never holds that fd. The
+// counters the clock is made of (minstret, mcycle, mcountinhibit, their cfg CSRs) are
+// replaced with read-only views: a write stops the run; Spike's own counting continues through
+// its original objects. Model errors (out-of-range rows, illegal configurations) stop the run
+// with a message naming the command.
 #include "riscv/processor.h"
 #include "riscv/extension.h"
 #include "riscv/mmu.h"
@@ -29,12 +38,15 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <cerrno>
 #include <exception>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <unistd.h>
 #include <vector>
+#include <array>
+#include <utility>
 
 #include "timing_params.h"
 
@@ -61,7 +73,7 @@ enum Funct : uint32_t {
   F_LOOP_WS_STRIDES_AB = 12, F_LOOP_WS_STRIDES_DC = 13, F_MVIN3 = 14, F_LOOP_CONV_WS = 15,
   F_LOOP_CONV_WS_CONFIG_1 = 16, F_LOOP_CONV_WS_CONFIG_6 = 21,
   F_HARNESS_MEASURE_BEGIN = 120, F_HARNESS_MEASURE_END = 121, F_HARNESS_SNAPSHOT = 122, F_HARNESS_EXIT = 123,
-  F_COUNTER = 126,
+  F_COUNTER = 126, F_ABORT = 31,
 };
 
 struct LocalAddr {
@@ -184,14 +196,113 @@ struct ConvOperand {  // a loop_conv_ws operand left in the scratchpad for reuse
 class gemmini_t;
 gemmini_t* g_model = nullptr;
 
+// ---- host core model: which base instructions cost more than one cycle ------------------
+// The extension re-registers Spike's own implementation of every load, store, branch and
+// multiply/divide as a custom instruction through a thin wrapper that calls the original and
+// charges the Rocket-like costs in timing_params.h (D-cache hit/miss, branch misprediction,
+// iterative multiplier). Spike's base instruction table is a private member of processor_t; it
+// is read through the standard explicit-instantiation access idiom (no header is modified).
+template <typename Tag, typename Tag::type M>
+struct private_access { friend typename Tag::type get(Tag) { return M; } };
+struct base_insns_tag {
+  typedef std::vector<insn_desc_t> processor_t::*type;
+  friend type get(base_insns_tag);
+};
+template struct private_access<base_insns_tag, &processor_t::instructions>;
+
+enum HostClass { HC_LOAD, HC_STORE, HC_BRANCH, HC_MUL, HC_DIV };
+enum AddrForm { AF_NONE, AF_I, AF_S, AF_CLW, AF_CLD, AF_CLWSP, AF_CLDSP, AF_CSWSP, AF_CSDSP };
+struct HostWrap { insn_func_t orig; HostClass cls; AddrForm form; };
+constexpr int MAX_HOST_WRAPS = 128;
+HostWrap g_wraps[MAX_HOST_WRAPS];
+
+inline uint64_t host_addr(AddrForm f, processor_t* p, insn_t insn) {
+  const auto& x = p->get_state()->XPR;
+  switch (f) {
+    case AF_I: return x[insn.rs1()] + insn.i_imm();
+    case AF_S: return x[insn.rs1()] + insn.s_imm();
+    case AF_CLW: return x[insn.rvc_rs1s()] + insn.rvc_lw_imm();
+    case AF_CLD: return x[insn.rvc_rs1s()] + insn.rvc_ld_imm();
+    case AF_CLWSP: return x[2] + insn.rvc_lwsp_imm();
+    case AF_CLDSP: return x[2] + insn.rvc_ldsp_imm();
+    case AF_CSWSP: return x[2] + insn.rvc_swsp_imm();
+    case AF_CSDSP: return x[2] + insn.rvc_sdsp_imm();
+    default: return 0;
+  }
+}
+void host_charge(const HostWrap& w, uint64_t addr, reg_t pc, reg_t next, insn_t insn);
+template <int N>
+reg_t host_wrap(processor_t* p, insn_t insn, reg_t pc) {
+  const HostWrap& w = g_wraps[N];
+  const uint64_t addr = host_addr(w.form, p, insn);
+  const reg_t next = w.orig(p, insn, pc);
+  host_charge(w, addr, pc, next, insn);
+  return next;
+}
+template <int... N>
+constexpr std::array<insn_func_t, sizeof...(N)> host_wrap_table(std::integer_sequence<int, N...>) {
+  return {&host_wrap<N>...};
+}
+const std::array<insn_func_t, MAX_HOST_WRAPS> g_wrap_funcs = host_wrap_table(std::make_integer_sequence<int, MAX_HOST_WRAPS>{});
+
+// Classify a base instruction by its match bits (RV64GC encodings).
+bool classify(const insn_desc_t& d, HostClass& cls, AddrForm& form) {
+  const uint32_t m = (uint32_t)d.match;
+  if ((m & 3) == 3) {
+    const uint32_t op = m & 0x7f, f3 = (m >> 12) & 7, f7 = m >> 25;
+    switch (op) {
+      case 0x03: case 0x07: cls = HC_LOAD; form = AF_I; return true;
+      case 0x23: case 0x27: cls = HC_STORE; form = AF_S; return true;
+      case 0x63: cls = HC_BRANCH; form = AF_NONE; return true;
+      case 0x33: case 0x3b:
+        if (f7 == 1 && ((d.mask >> 25) & 0x7f) == 0x7f) { cls = f3 < 4 ? HC_MUL : HC_DIV; form = AF_NONE; return true; }
+        return false;
+      default: return false;
+    }
+  }
+  if ((d.mask & 0xe003) != 0xe003) return false;
+  const uint32_t q = m & 3, f3 = (m >> 13) & 7;
+  if (q == 0) {
+    if (f3 == 2) { cls = HC_LOAD; form = AF_CLW; return true; }
+    if (f3 == 1 || f3 == 3) { cls = HC_LOAD; form = AF_CLD; return true; }
+    if (f3 == 6) { cls = HC_STORE; form = AF_CLW; return true; }
+    if (f3 == 5 || f3 == 7) { cls = HC_STORE; form = AF_CLD; return true; }
+  } else if (q == 1) {
+    if (f3 == 6 || f3 == 7) { cls = HC_BRANCH; form = AF_NONE; return true; }
+  } else if (q == 2) {
+    if (f3 == 2) { cls = HC_LOAD; form = AF_CLWSP; return true; }
+    if (f3 == 1 || f3 == 3) { cls = HC_LOAD; form = AF_CLDSP; return true; }
+    if (f3 == 6) { cls = HC_STORE; form = AF_CSWSP; return true; }
+    if (f3 == 5 || f3 == 7) { cls = HC_STORE; form = AF_CSDSP; return true; }
+  }
+  return false;
+}
+
 class cycle_csr_t : public csr_t {
  public:
   cycle_csr_t(processor_t* p, reg_t addr, gemmini_t* m) : csr_t(p, addr), model(m) {}
   reg_t read() const noexcept override;
  protected:
-  bool unlogged_write(const reg_t) noexcept override { return false; }
+  bool unlogged_write(const reg_t) noexcept override;
  private:
   gemmini_t* model;
+};
+
+// A read-only view of one of Spike's counter CSRs (minstret, mcountinhibit, ...): reads show
+// the original object's value, a write stops the run. Spike itself keeps bumping and reading
+// the original objects (state.minstret, state.mcountinhibit), which only this view could
+// reach through the CSR map.
+class guard_csr_t : public csr_t {
+ public:
+  guard_csr_t(processor_t* p, reg_t addr, csr_t_p orig, gemmini_t* m, const char* n)
+      : csr_t(p, addr), original(std::move(orig)), model(m), name(n) {}
+  reg_t read() const noexcept override { return original ? original->read() : 0; }
+ protected:
+  bool unlogged_write(const reg_t) noexcept override;
+ private:
+  csr_t_p original;
+  gemmini_t* model;
+  const char* name;
 };
 
 class gemmini_t : public extension_t {
@@ -207,7 +318,14 @@ class gemmini_t : public extension_t {
 
   const char* name() const override { return "gemmini"; }
 
-  std::vector<insn_desc_t> get_instructions(const processor_t&) override {
+  std::vector<insn_desc_t> get_instructions(const processor_t& cp) override {
+    // Called when Spike registers the extension, after the processor has built its CSR map
+    // and before any target instruction runs: the only hook this Spike build calls for sure
+    // (it never calls reset(processor_t&) after registration), so the counters are guarded
+    // here. reset() re-installs them if a build does rebuild the map later.
+    processor_t& p = const_cast<processor_t&>(cp);
+    proc = &p;
+    install_csrs(p);
     std::vector<insn_desc_t> v;
     v.push_back(insn_desc_t{0x7b, 0x7f, &custom3, &custom3, &custom3, &custom3,
                             &custom3, &custom3, &custom3, &custom3});
@@ -219,6 +337,18 @@ class gemmini_t : public extension_t {
                             &rdcycle, &rdcycle, &rdcycle, &rdcycle});
     v.push_back(insn_desc_t{0xB0002073, 0xFFFFF07F, &rdcycle, &rdcycle, &rdcycle, &rdcycle,
                             &rdcycle, &rdcycle, &rdcycle, &rdcycle});
+    // Host core model: loads, stores, branches, multiplies and divides through wrappers.
+    int n = 0;
+    for (const insn_desc_t& d : p.*get(base_insns_tag())) {
+      HostClass cls;
+      AddrForm form;
+      if (n >= MAX_HOST_WRAPS || !classify(d, cls, form) || !d.fast_rv64i) continue;
+      g_wraps[n] = HostWrap{d.fast_rv64i, cls, form};
+      insn_func_t f = g_wrap_funcs[n];
+      v.push_back(insn_desc_t{d.match, d.mask, f, f, f, f, f, f, f, f});
+      n++;
+    }
+    host_wrapped = n;
     return v;
   }
 
@@ -226,8 +356,24 @@ class gemmini_t : public extension_t {
 
   std::vector<csr_t_p> get_csrs(processor_t& p) const override {
     gemmini_t* self = const_cast<gemmini_t*>(this);
-    return {std::make_shared<cycle_csr_t>(&p, CSR_CYCLE, self),
-            std::make_shared<cycle_csr_t>(&p, CSR_MCYCLE, self)};
+    std::vector<csr_t_p> v = {std::make_shared<cycle_csr_t>(&p, CSR_CYCLE, self),
+                              std::make_shared<cycle_csr_t>(&p, CSR_MCYCLE, self)};
+    // Counters the modelled clock is made of, and what stops them counting.
+    static const std::pair<reg_t, const char*> guarded[] = {
+        {CSR_MINSTRET, "minstret"}, {CSR_MCOUNTINHIBIT, "mcountinhibit"},
+        {CSR_MINSTRETCFG, "minstretcfg"}, {CSR_MCYCLECFG, "mcyclecfg"}};
+    auto& map = p.get_state()->csrmap;
+    for (auto& g : guarded) {
+      auto it = map.find(g.first);
+      if (it == map.end()) continue;
+      if (dynamic_cast<guard_csr_t*>(it->second.get())) continue;
+      v.push_back(std::make_shared<guard_csr_t>(&p, g.first, it->second, self, g.second));
+    }
+    return v;
+  }
+  [[noreturn]] void counter_written(const char* name) {
+    cur = "clock";
+    fail("the program wrote the %s CSR; the counters behind the modelled clock are read-only", name);
   }
 
   // Spike calls reset() after rebuilding the CSR map, so the cycle CSRs are replaced here
@@ -241,6 +387,44 @@ class gemmini_t : public extension_t {
     csrs_installed = true;
   }
   bool csrs_installed = false;
+
+  int host_wrapped = 0;
+  // L1 data cache (Rocket DCache: 64 sets x 4 ways x 64-byte lines = 16 KiB), LRU.
+  uint64_t l1_tag[L1D_SETS * L1D_WAYS] = {0}, l1_use[L1D_SETS * L1D_WAYS] = {0}, l1_tick = 0;
+  uint8_t bht[BHT_ENTRIES] = {0};
+  uint64_t host_l1_misses = 0, host_mispredicts = 0;
+  void host_cost(const HostWrap& w, uint64_t addr, reg_t pc, reg_t next, insn_t insn) {
+    switch (w.cls) {
+      case HC_LOAD: case HC_STORE: {
+        if (w.cls == HC_LOAD) stall += HOST_LOAD_USE_CYCLES;
+        uint64_t line = addr / L1D_LINE_BYTES + 1, set = line % L1D_SETS;
+        uint64_t* tag = &l1_tag[set * L1D_WAYS];
+        uint64_t* use = &l1_use[set * L1D_WAYS];
+        int victim = 0;
+        for (int i = 0; i < (int)L1D_WAYS; i++) {
+          if (tag[i] == line) { use[i] = ++l1_tick; return; }
+          if (use[i] < use[victim]) victim = i;
+        }
+        tag[victim] = line;
+        use[victim] = ++l1_tick;
+        host_l1_misses++;
+        stall += L1D_MISS_OVERHEAD + l2_latency(addr);  // blocking refill through the L2
+        return;
+      }
+      case HC_BRANCH: {
+        const uint64_t len = (insn.bits() & 3) == 3 ? 4 : 2;
+        const bool taken = next != pc + len;
+        uint8_t& c = bht[(pc >> 1) % BHT_ENTRIES];
+        const bool predicted = c >= 2;
+        if (predicted != taken) { stall += BRANCH_MISPREDICT_CYCLES; host_mispredicts++; }
+        if (taken && c < 3) c++;
+        if (!taken && c > 0) c--;
+        return;
+      }
+      case HC_MUL: stall += MUL_EXTRA_CYCLES; return;
+      case HC_DIV: stall += DIV_EXTRA_CYCLES; return;
+    }
+  }
 
   // ---- time ------------------------------------------------------------------------
   uint64_t instret() const { return proc ? proc->get_state()->minstret->read() : 0; }
@@ -297,10 +481,14 @@ class gemmini_t : public extension_t {
 
   // Harness / report
   std::vector<std::pair<uint64_t, uint64_t>> harness_ranges;
+  std::vector<std::vector<uint8_t>> harness_bytes;  // expected content of each range
   std::vector<SnapRegion> snap_regions;
-  std::string report_path, snap_dir;
+  int channel = -1;  // fd the host reads the report and snapshots from
   uint64_t mem_lo = 0x80000000ull, mem_hi = 0x100000000ull;
   bool measuring = false;
+  int phase = 0;  // 0 before MEASURE_BEGIN, 1 measuring, 2 after MEASURE_END
+  uint64_t measure_limit = 1;  // measured regions a program may have (the harness: exactly one)
+  uint64_t region_insn_limit = 0;  // instructions the measured region may retire (0: no limit)
   uint64_t m_t0 = 0, m_i0 = 0, m_ld0 = 0, m_ex0 = 0, m_st0 = 0;
   std::vector<Region> regions;
   uint64_t snapshots = 0, snapshot_bytes = 0;
@@ -309,62 +497,108 @@ class gemmini_t : public extension_t {
   int64_t exit_code = 0;
 
   // ---- configuration file and report -------------------------------------------------
+  // The configuration is the variable's value itself when it holds several lines (what the
+  // host passes), or else the name of a file holding it (for running Spike by hand).
   void read_config() {
     const char* path = std::getenv("AUTOCOMP_GEMMINI_CONFIG");
     if (!path || !*path) return;
-    std::ifstream in(path);
-    if (!in) {
-      std::fprintf(stderr, "gemmini: cannot read AUTOCOMP_GEMMINI_CONFIG file %s\n", path);
-      std::_Exit(4);
+    std::stringstream in;
+    if (std::strchr(path, '\n')) {
+      in << path;
+    } else {
+      std::ifstream file(path);
+      if (!file) {
+        std::fprintf(stderr, "gemmini: cannot read AUTOCOMP_GEMMINI_CONFIG file %s\n", path);
+        std::_Exit(4);
+      }
+      in << file.rdbuf();
     }
     std::string line;
     while (std::getline(in, line)) {
       std::istringstream ls(line);
       std::string key;
       ls >> key;
-      if (key == "report") ls >> report_path;
-      else if (key == "snapdir") ls >> snap_dir;
+      if (key == "channel") ls >> channel;
       else if (key == "harness") {
         uint64_t lo, hi;
-        ls >> std::hex >> lo >> hi;
+        std::string hex;
+        ls >> std::hex >> lo >> hi >> hex;
+        if (hi < lo || hex.size() != 2 * (hi - lo)) {
+          std::fprintf(stderr, "gemmini: harness line in %s: %llu bytes of content for range 0x%llx..0x%llx\n",
+                       path, (unsigned long long)hex.size() / 2, (unsigned long long)lo, (unsigned long long)hi);
+          std::_Exit(4);
+        }
+        std::vector<uint8_t> bytes(hi - lo);
+        for (size_t i = 0; i < bytes.size(); i++) bytes[i] = (uint8_t)std::stoul(hex.substr(2 * i, 2), nullptr, 16);
         harness_ranges.push_back({lo, hi});
+        harness_bytes.push_back(std::move(bytes));
       } else if (key == "region") {
         SnapRegion r;
         ls >> r.name >> std::hex >> r.addr >> r.len;
         snap_regions.push_back(r);
       } else if (key == "mem") {
         ls >> std::hex >> mem_lo >> mem_hi;
+      } else if (key == "measure_limit") {
+        ls >> measure_limit;
+      } else if (key == "region_insn_limit") {
+        ls >> region_insn_limit;
       }
     }
   }
 
+  // One frame on the channel: a tag byte ('R' report JSON, 'S' snapshot), the payload length
+  // (8 bytes, little-endian), the payload. The host keeps the last report.
+  void send(char tag, const void* data, uint64_t len) {
+    if (channel < 0) return;
+    uint8_t head[9];
+    head[0] = (uint8_t)tag;
+    for (int i = 0; i < 8; i++) head[1 + i] = (uint8_t)(len >> (8 * i));
+    write_all(head, sizeof head);
+    write_all(data, len);
+  }
+  void write_all(const void* data, uint64_t len) {
+    const char* p = (const char*)data;
+    while (len) {
+      ssize_t n = ::write(channel, p, len);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        std::fprintf(stderr, "gemmini: cannot write to the report channel (fd %d)\n", channel);
+        std::_Exit(5);
+      }
+      p += n;
+      len -= (uint64_t)n;
+    }
+  }
+
   void write_report() {
-    if (report_path.empty()) return;
-    std::string tmp = report_path + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "w");
-    if (!f) return;
     std::string esc;
     for (char c : error) {
       if (c == '"' || c == '\\') { esc += '\\'; esc += c; }
       else if ((unsigned char)c < 0x20) esc += ' ';
       else esc += c;
     }
-    std::fprintf(f, "{\"error\": \"%s\", \"measuring\": %s, \"exited\": %s, \"exit_code\": %lld, \"snapshots\": %llu, \"regions\": [",
-                 esc.c_str(), measuring ? "true" : "false", exited ? "true" : "false",
-                 (long long)exit_code, (unsigned long long)snapshots);
+    char buf[512];
+    std::string out;
+    std::snprintf(buf, sizeof buf, "{\"error\": \"");
+    out += buf;
+    out += esc;
+    std::snprintf(buf, sizeof buf, "\", \"measuring\": %s, \"exited\": %s, \"exit_code\": %lld, \"snapshots\": %llu, \"regions\": [",
+                  measuring ? "true" : "false", exited ? "true" : "false",
+                  (long long)exit_code, (unsigned long long)snapshots);
+    out += buf;
     for (size_t i = 0; i < regions.size(); i++) {
       const Region& r = regions[i];
-      std::fprintf(f,
-                   "%s{\"cycles\": %llu, \"instret\": %llu, \"busy\": {\"load\": %llu, "
-                   "\"execute\": %llu, \"store\": %llu}, \"sp_rows\": %llu, \"acc_rows\": %llu}",
-                   i ? ", " : "", (unsigned long long)r.cycles, (unsigned long long)r.instret,
-                   (unsigned long long)r.busy_ld, (unsigned long long)r.busy_ex,
-                   (unsigned long long)r.busy_st, (unsigned long long)r.sp_rows,
-                   (unsigned long long)r.acc_rows);
+      std::snprintf(buf, sizeof buf,
+                    "%s{\"cycles\": %llu, \"instret\": %llu, \"busy\": {\"load\": %llu, "
+                    "\"execute\": %llu, \"store\": %llu}, \"sp_rows\": %llu, \"acc_rows\": %llu}",
+                    i ? ", " : "", (unsigned long long)r.cycles, (unsigned long long)r.instret,
+                    (unsigned long long)r.busy_ld, (unsigned long long)r.busy_ex,
+                    (unsigned long long)r.busy_st, (unsigned long long)r.sp_rows,
+                    (unsigned long long)r.acc_rows);
+      out += buf;
     }
-    std::fprintf(f, "]}\n");
-    std::fclose(f);
-    std::rename(tmp.c_str(), report_path.c_str());
+    out += "]}\n";
+    send('R', out.data(), out.size());
   }
 
   [[noreturn]] void fail(const char* fmt, ...) {
@@ -423,12 +657,14 @@ class gemmini_t : public extension_t {
   // Time at which a command can enter queue q: host issue time (with host stalls for a full
   // reservation station), or the loop unroller's time for internal commands.
   uint64_t enter(Queue& q) {
-    if (internal) {
+    if (internal) {  // LoopMatmul / LoopConv: one command per cycle, blocked by a full station
       uint64_t t = internal_issue;
       if (q.slot_free() > t) t = q.slot_free();
+      internal_issue = t + LOOP_ISSUE_CYCLES;
       return t;
     }
     wait_until(last_loop_issue_end);
+    if (q.slot_free() > now()) rs_full_cycles += q.slot_free() - now();
     wait_until(q.slot_free());
     stall += ROCC_ISSUE_CYCLES;
     return now();
@@ -438,20 +674,116 @@ class gemmini_t : public extension_t {
     q.free_at = start + cycles;
     q.busy += cycles;
     q.retire(done);
+    if (&q == &exq) last_mul.valid = false;
     if (internal && start > loop_issue_cursor) loop_issue_cursor = start;
   }
   uint64_t loop_issue_cursor = 0;
 
-  // DMA occupancy for `rows` DRAM rows of `bytes` each starting at addr with `stride`.
+  // DMA engine (DMA.scala StreamReader/StreamWriter + XactTracker): a DRAM row is split into
+  // requests of at most DMA_MAX_REQUEST_BYTES that do not cross a 64-byte line; the engine
+  // issues one request per cycle, holds at most DMA_MAX_INFLIGHT of them (a transaction-tracker
+  // slot each, released when the response/ack returns DMA_LATENCY cycles later) and moves one
+  // DMA_BEAT_BYTES beat per cycle on the bus. Reads and writes have separate engines.
+  struct DmaEngine {
+    uint64_t slot[64] = {0};  // release time of each tracker slot
+    uint64_t n = 0;           // requests issued so far
+    uint64_t last_issue = 0, bus_free = 0;
+    uint64_t tlb_page[TLB_ENTRIES] = {0};
+    uint64_t tlb_used[TLB_ENTRIES] = {0};
+    uint64_t tlb_tick = 0;
+  };
+  DmaEngine dma_rd, dma_wr;
+  // The shared L2 (SiFive inclusive cache) as the DMA sees it: set-associative, LRU, 64-byte
+  // lines; a request to a line it holds returns after L2_HIT_LATENCY, else after DMA_LATENCY.
+  std::vector<uint64_t> l2_tag = std::vector<uint64_t>(L2_SETS * L2_WAYS, 0), l2_use = std::vector<uint64_t>(L2_SETS * L2_WAYS, 0);
+  uint64_t l2_tick = 0, l2_hits = 0, l2_misses = 0;
+  uint64_t l2_latency(uint64_t addr) {
+    uint64_t line = addr / L2_LINE_BYTES + 1, set = line % L2_SETS;
+    uint64_t* tag = &l2_tag[set * L2_WAYS];
+    uint64_t* use = &l2_use[set * L2_WAYS];
+    int victim = 0;
+    for (int w = 0; w < (int)L2_WAYS; w++) {
+      if (tag[w] == line) { use[w] = ++l2_tick; l2_hits++; return L2_HIT_LATENCY; }
+      if (use[w] < use[victim]) victim = w;
+    }
+    tag[victim] = line;
+    use[victim] = ++l2_tick;
+    l2_misses++;
+    return DMA_LATENCY;
+  }
+  uint64_t tlb_misses = 0, dma_read_reqs = 0, dma_write_reqs = 0;
+  // FrontendTLB: TLB_ENTRIES fully associative, LRU; a miss costs TLB_MISS_CYCLES.
+  uint64_t tlb_lookup(DmaEngine& e, uint64_t addr) {
+    uint64_t page = (addr >> 12) + 1;
+    int victim = 0;
+    for (int i = 0; i < (int)TLB_ENTRIES; i++) {
+      if (e.tlb_page[i] == page) { e.tlb_used[i] = ++e.tlb_tick; return 0; }
+      if (e.tlb_used[i] < e.tlb_used[victim]) victim = i;
+    }
+    e.tlb_page[victim] = page;
+    e.tlb_used[victim] = ++e.tlb_tick;
+    tlb_misses++;
+    return TLB_MISS_CYCLES;
+  }
+  // Issue the requests of one DMA command starting no earlier than `start`. Returns when the
+  // engine can take the next command (its last request issued) in `issue_end`, and when the
+  // last response is back (the data is in place / the write acknowledged).
+  uint64_t dma_transfer(DmaEngine& e, uint64_t start, uint64_t addr, uint64_t stride, uint32_t rows,
+                        uint64_t bytes, uint64_t& issue_end, bool write) {
+    uint64_t t = start + DMA_COMMAND_OVERHEAD;
+    if (t < e.last_issue + 1) t = e.last_issue + 1;
+    uint64_t done = t;
+    for (uint32_t r = 0; r < rows; r++) {
+      uint64_t a = addr + r * stride, end = a + bytes;
+      while (a < end) {
+        uint64_t line_end = (a / DMA_MAX_REQUEST_BYTES + 1) * DMA_MAX_REQUEST_BYTES;
+        uint64_t len = (end < line_end ? end : line_end) - a;
+        uint64_t beats = (a + len - 1) / DMA_BEAT_BYTES - a / DMA_BEAT_BYTES + 1;
+        t += tlb_lookup(e, a);
+        uint64_t& slot = e.slot[e.n % DMA_MAX_INFLIGHT];
+        if (slot > t) t = slot;
+        uint64_t resp;
+        const uint64_t lat = l2_latency(a);
+        if (write) {  // the request carries its data beats; the ack returns DMA_LATENCY later
+          uint64_t data = t > e.bus_free ? t : e.bus_free;
+          e.bus_free = data + beats;
+          resp = e.bus_free + lat;
+          e.last_issue = e.bus_free - 1;
+        } else {  // a one-beat request; the data beats come back DMA_LATENCY later
+          uint64_t data = t + lat > e.bus_free ? t + lat : e.bus_free;
+          e.bus_free = data + beats;
+          resp = e.bus_free;
+          e.last_issue = t;
+        }
+        slot = resp;
+        (write ? wr_bytes : rd_bytes) += len;
+        (write ? wr_latency : rd_latency) += resp - t;
+        e.n++;
+        (write ? dma_write_reqs : dma_read_reqs)++;
+        if (resp > done) done = resp;
+        t = e.last_issue + 1;
+        a += len;
+      }
+    }
+    issue_end = t;
+    return done;
+  }
+
+  // Steady-state DMA time of a transfer (no queueing state): what loop_conv_ws's aggregate
+  // timing uses. Each request costs the larger of its bus beats and its share of the tracker
+  // (DMA_LATENCY + beats cycles held, DMA_MAX_INFLIGHT at a time).
   static uint64_t dma_cycles(uint64_t addr, uint64_t stride, uint32_t rows, uint64_t bytes) {
     uint64_t c = DMA_COMMAND_OVERHEAD;
     for (uint32_t r = 0; r < rows; r++) {
-      uint64_t a = addr + r * stride;
-      uint64_t first = a / DMA_BEAT_BYTES, last = (a + bytes - 1) / DMA_BEAT_BYTES;
-      uint64_t beats = last - first + 1;
-      uint64_t reqs = (a + bytes - 1) / DMA_MAX_REQUEST_BYTES - a / DMA_MAX_REQUEST_BYTES + 1;
-      uint64_t data = (beats * DMA_BEAT_BYTES + DMA_BYTES_PER_CYCLE - 1) / DMA_BYTES_PER_CYCLE;
-      c += data + reqs * DMA_REQUEST_OVERHEAD;
+      uint64_t a = addr + r * stride, end = a + bytes;
+      while (a < end) {
+        uint64_t line_end = (a / DMA_MAX_REQUEST_BYTES + 1) * DMA_MAX_REQUEST_BYTES;
+        uint64_t len = (end < line_end ? end : line_end) - a;
+        uint64_t beats = (a + len - 1) / DMA_BEAT_BYTES - a / DMA_BEAT_BYTES + 1;
+        uint64_t share = (DMA_LATENCY + beats + DMA_MAX_INFLIGHT - 1) / DMA_MAX_INFLIGHT;
+        c += beats > share ? beats : share;
+        a += len;
+      }
     }
     return c;
   }
@@ -563,8 +895,15 @@ class gemmini_t : public extension_t {
         if (busy_until > t) t = busy_until;
       }
     uint64_t s = start_after(q, t);
-    uint64_t occ = zeros ? DMA_COMMAND_OVERHEAD + o.rows : dma_cycles(dram, c.stride, o.rows, (uint64_t)o.cols * ebytes);
-    uint64_t done = s + occ + (zeros ? 0 : DMA_LATENCY);
+    uint64_t occ, done;
+    if (zeros) {  // ZeroWriter: one local row per cycle, no DRAM traffic
+      occ = DMA_COMMAND_OVERHEAD + (uint64_t)o.rows * blocks;
+      done = s + occ;
+    } else {
+      uint64_t issue_end;
+      done = dma_transfer(dma_rd, s, dram, c.stride, o.rows, (uint64_t)o.cols * ebytes, issue_end, false);
+      occ = issue_end - s;
+    }
     occupy(q, s, occ, done);
 
     // Function.
@@ -625,6 +964,8 @@ class gemmini_t : public extension_t {
 
     Queue& q = stq;
     uint64_t t = enter(q);
+    // ReservationStation.scala: a store depends on every earlier store until it completes.
+    if (q.last_done > t) t = q.last_done;
     for (uint32_t b = 0; b < blocks; b++)
       for (uint32_t r = 0; r < o.rows; r++) {
         uint32_t row = o.addr.row + b * DIM + r;
@@ -632,15 +973,23 @@ class gemmini_t : public extension_t {
         if (ready > t) t = ready;
       }
     uint64_t s = start_after(q, t);
-    uint64_t occ = dma_cycles(dram, st.stride, o.rows, (uint64_t)o.cols * ebytes);
-    uint64_t read_done = s + (uint64_t)o.rows * blocks + (from_acc ? ACC_READ_LATENCY : 1);
+    // The local rows are read one per cycle (accumulator reads go through the scale/activation
+    // pipeline) and the writer sends them as they come.
+    uint64_t read_done = s + (uint64_t)o.rows * blocks + (from_acc ? ACC_READ_LATENCY : SP_READ_LATENCY);
+    uint64_t issue_end;
+    uint64_t wdone = dma_transfer(dma_wr, s + (from_acc ? ACC_READ_LATENCY : SP_READ_LATENCY), dram, st.stride,
+                                  o.rows, (uint64_t)o.cols * ebytes, issue_end, true);
+    uint64_t occ = issue_end - s;
+    (void)read_done;
+    // ReservationStation.scala: a later command that overwrites these rows waits for this
+    // store to complete (its writes acknowledged), not only for the rows to be read.
     for (uint32_t b = 0; b < blocks; b++)
       for (uint32_t r = 0; r < o.rows; r++) {
         uint32_t row = o.addr.row + b * DIM + r;
         uint64_t& rd = from_acc ? acc_r[row] : sp_r[row];
-        if (read_done > rd) rd = read_done;
+        if (wdone > rd) rd = wdone;
       }
-    occupy(q, s, occ, s + occ + DMA_LATENCY);
+    occupy(q, s, occ, wdone);
 
     for (uint32_t b = 0; b < blocks; b++) {
       uint32_t ncols = o.cols - b * DIM < DIM ? o.cols - b * DIM : DIM;
@@ -684,12 +1033,18 @@ class gemmini_t : public extension_t {
     for (uint32_t r = 0; r < orows * ocols; r++)
       if (acc_w[o.addr.row + r] > t) t = acc_w[o.addr.row + r];
     uint64_t s = start_after(q, t);
-    uint64_t occ = dma_cycles(dram, out_row_bytes, porows * pocols, o.cols) + (uint64_t)porows * pocols * ps * ps;
+    // Each pooled pixel reads pool_size^2 accumulator rows, one per cycle, then is written.
+    uint64_t issue_end;
+    uint64_t wdone = dma_transfer(dma_wr, s + (uint64_t)ps * ps + ACC_READ_LATENCY, dram, out_row_bytes,
+                                  porows * pocols, o.cols, issue_end, true);
+    uint64_t reads = s + (uint64_t)porows * pocols * ps * ps + ACC_READ_LATENCY;
+    if (issue_end < reads) issue_end = reads;
+    uint64_t occ = issue_end - s;
     for (uint32_t r = 0; r < orows * ocols; r++) {
       uint64_t& rd = acc_r[o.addr.row + r];
-      if (s + occ > rd) rd = s + occ;
+      if (reads > rd) rd = reads;
     }
-    occupy(q, s, occ, s + occ + DMA_LATENCY);
+    occupy(q, s, occ, wdone);
     for (uint32_t pr = 0; pr < porows; pr++)
       for (uint32_t pc = 0; pc < pocols; pc++)
         for (uint32_t ch = 0; ch < o.cols; ch++) {
@@ -714,6 +1069,51 @@ class gemmini_t : public extension_t {
         }
   }
 
+  // Which single-ported SRAM an operand streams from: a scratchpad bank, the accumulator
+  // (AccumulatorMem: reads of two operands from it serialise too), or none (GARBAGE_ADDR).
+  static int bank_key(const Operand& o) {
+    if (o.addr.garbage) return -1;
+    if (o.addr.acc) return 100;
+    return (int)(o.addr.row / BANK_ROWS);
+  }
+  // How many operands of one step read the same SRAM (1: no conflict).
+  static uint64_t bank_conflict(int a, int b, int d) {
+    uint64_t worst = 1;
+    const int k[3] = {a, b, d};
+    for (int i = 0; i < 3; i++) {
+      if (k[i] < 0) continue;
+      uint64_t n = 0;
+      for (int j = 0; j < 3; j++) n += k[j] == k[i];
+      if (n > worst) worst = n;
+    }
+    return worst;
+  }
+  // The last compute step, while a following preload may still join it.
+  struct MulStep {
+    bool valid = false;
+    uint64_t start = 0, cost = 0, rows = 0;
+    int a_key = -1, b_key = -1;
+    uint32_t a_row = 0, a_n = 0, a_stride = 1, b_row = 0, b_n = 0;
+    uint32_t c_row = 0, c_n = 0, c_stride = 1;
+    bool c_acc = false;
+    uint64_t drain = 0;
+    void finish(gemmini_t& g, uint64_t end) {  // the step now ends at `end`
+      uint64_t ready = end + MESH_FILL_LATENCY + drain;
+      for (uint32_t r = 0; r < a_n; r++) {
+        uint64_t& rd = g.sp_r[a_row + r * a_stride];
+        if (ready > rd) rd = ready;
+      }
+      for (uint32_t r = 0; r < b_n; r++)
+        if (ready > g.sp_r[b_row + r]) g.sp_r[b_row + r] = ready;
+      for (uint32_t r = 0; r < c_n; r++) {
+        uint64_t& w = c_acc ? g.acc_w[c_row + r * c_stride] : g.sp_w[c_row + r * c_stride];
+        if (ready > w) w = ready;
+      }
+    }
+  };
+  MulStep last_mul;
+  uint64_t exq_steps_paired = 0;
+
   void preload(uint64_t rs1, uint64_t rs2) {
     cur = "preload";
     Operand bd = decode_operand(rs1), c = decode_operand(rs2);
@@ -732,22 +1132,41 @@ class gemmini_t : public extension_t {
     pre_c = c;
     have_preload = true;
 
+    // Timing (ExecuteController.scala): a preload joins the compute step just before it in the
+    // queue ("perform_mul_pre") when it was already waiting when that step started; otherwise it
+    // takes a step of its own. A step streams `total_rows` rows: DIM when weights are shifted in
+    // (or in OS), else max(A rows, B rows, WS_MIN_STEP_ROWS); operands read from the same
+    // scratchpad bank (or both from the accumulator) take turns, one row each per cycle.
     Queue& q = exq;
     uint64_t t = enter(q);
-    uint64_t cost = PRELOAD_GARBAGE_CYCLES;
+    const bool ws = ex.dataflow == WEIGHT_STATIONARY;
+    uint32_t phys_rows = 0;
     if (!bd.addr.garbage) {
-      uint32_t phys_rows = (ex.dataflow == WEIGHT_STATIONARY && ex.b_transpose) ? bd.cols : bd.rows;
+      phys_rows = (ws && ex.b_transpose) ? bd.cols : bd.rows;
       for (uint32_t r = 0; r < phys_rows; r++)
         if (sp_w[bd.addr.row + r] > t) t = sp_w[bd.addr.row + r];
-      cost = phys_rows ? phys_rows : 1;
+    }
+    const int d_key = bank_key(bd);
+    if (last_mul.valid && q.free_at == last_mul.start + last_mul.cost && t <= last_mul.start) {
+      uint64_t rows = (!ws || d_key >= 0) ? (uint64_t)DIM : last_mul.rows;
+      uint64_t cost = rows * bank_conflict(last_mul.a_key, last_mul.b_key, d_key);
+      if (cost < last_mul.cost) cost = last_mul.cost;
+      uint64_t end = last_mul.start + cost;
+      q.busy += cost - last_mul.cost;
+      q.free_at = end;
+      q.retire(end);
+      last_mul.finish(*this, end);
+      for (uint32_t r = 0; r < phys_rows; r++)
+        if (end > sp_r[bd.addr.row + r]) sp_r[bd.addr.row + r] = end;
+      exq_steps_paired++;
+    } else {
+      uint64_t cost = (!ws || d_key >= 0) ? (uint64_t)DIM : (uint64_t)WS_MIN_STEP_ROWS;
       uint64_t s = start_after(q, t);
       for (uint32_t r = 0; r < phys_rows; r++)
         if (s + cost > sp_r[bd.addr.row + r]) sp_r[bd.addr.row + r] = s + cost;
       occupy(q, s, cost, s + cost);
-    } else {
-      uint64_t s = start_after(q, t);
-      occupy(q, s, cost, s + cost);
     }
+    last_mul.valid = false;
     if (ex.dataflow == WEIGHT_STATIONARY) {
       // Weights are latched now; compute_preloaded makes them current.
       std::memset(next_weights, 0, sizeof next_weights);
@@ -804,23 +1223,36 @@ class gemmini_t : public extension_t {
       if (busy > t) t = busy;
     }
     uint64_t s = start_after(q, t);
-    uint64_t cost;
-    if (ws) cost = a.rows ? a.rows : 1;
-    else cost = (a.cols > bd.rows ? a.cols : bd.rows) + (uint64_t)c_rows * OS_DRAIN_CYCLES_PER_ROW;
-    if (cost == 0) cost = 1;
-    uint64_t ready = s + cost + MESH_FILL_LATENCY;
+    // One step of total_rows rows (see preload); the transposer path always streams DIM rows.
+    uint64_t rows = DIM;
+    if (ws && !ex.a_transpose) {
+      uint64_t ra = a.addr.garbage ? 1 : a.rows, rb = bd.addr.garbage ? 1 : bd.rows;
+      rows = ra > rb ? ra : rb;
+      if (rows < WS_MIN_STEP_ROWS) rows = WS_MIN_STEP_ROWS;
+    }
+    const int a_key = bank_key(a), b_key = bank_key(bd);
+    uint64_t cost = rows * bank_conflict(a_key, b_key, -1);
+    // Results leave the mesh MESH_FILL_LATENCY after the last row enters (OS: shifted out,
+    // one row per cycle, when the next step propagates).
+    uint64_t drain = ws ? 0 : (uint64_t)c_rows * OS_DRAIN_CYCLES_PER_ROW;
+    uint64_t ready = s + cost + MESH_FILL_LATENCY + drain;
+    // ReservationStation.scala: a load overwriting rows a compute reads waits for the compute
+    // to complete (its results written), so the read rows stay busy until `ready`.
     for (uint32_t r = 0; r < a_phys; r++) {
       uint32_t row = a.addr.row + r * ex.a_stride;
-      if (s + cost > sp_r[row]) sp_r[row] = s + cost;
+      if (ready > sp_r[row]) sp_r[row] = ready;
     }
     for (uint32_t r = 0; r < bd_phys; r++)
-      if (s + cost > sp_r[bd.addr.row + r]) sp_r[bd.addr.row + r] = s + cost;
+      if (ready > sp_r[bd.addr.row + r]) sp_r[bd.addr.row + r] = ready;
     for (uint32_t r = 0; r < c_rows; r++) {
       uint32_t row = c.addr.row + r * ex.c_stride;
       if (c.addr.acc) { acc_w[row] = ready; acc_touched[row] = 1; }
       else { sp_w[row] = ready; sp_touched[row] = 1; }
     }
     occupy(q, s, cost, ready);
+    last_mul = MulStep{true, s, cost, rows, a_key, b_key, a.addr.row, a_phys, ex.a_stride,
+                       bd.addr.garbage ? 0u : bd.addr.row, bd_phys,
+                       c.addr.row, c_rows, ex.c_stride, c.addr.acc, drain};
 
     // Function. A is I x K (logical), stored transposed when a_transpose.
     int32_t A[DIM][DIM] = {};
@@ -878,6 +1310,87 @@ class gemmini_t : public extension_t {
         }
       }
     }
+  }
+
+  // ---- performance counters (CounterFile.scala; the suite's gemmini_counter.h) ----------
+  // rs1: bit 0 resets every counter, bit 1 clears the snapshot, bit 2 takes one, bit 3
+  // (with bits 6:4 = counter, 17:12 = event, 31 = external) configures a counter and zeroes
+  // it; rd returns counter bits 6:4 (from the snapshot while one is held). Incremental events
+  // count modelled cycles or requests since the counter was configured; external events are
+  // levels (reservation-station occupancy, DMA bytes and latency).
+  struct Counter { uint32_t event = 0; bool external = false; uint64_t base = 0; };
+  Counter counters[8];
+  uint64_t counter_snap[8] = {0};
+  bool counter_snap_on = false;
+  uint64_t rd_bytes = 0, wr_bytes = 0, rd_latency = 0, wr_latency = 0, rs_full_cycles = 0, loop_active = 0;
+  static uint64_t active(const Queue& q, uint64_t t) {
+    uint64_t future = q.free_at > t ? q.free_at - t : 0;
+    return q.busy > future ? q.busy - future : 0;
+  }
+  static uint64_t in_station(const Queue& q, uint64_t t) {
+    uint64_t n = 0, k = q.count < (uint64_t)q.depth ? q.count : (uint64_t)q.depth;
+    for (uint64_t i = 0; i < k; i++) n += q.ring[(q.count - 1 - i) % q.depth] > t;
+    return n;
+  }
+  uint64_t event_value(uint32_t ev, bool external, uint64_t t) const {
+    if (external) {
+      switch (ev) {
+        case 1: return in_station(ldq, t);
+        case 2: return in_station(stq, t);
+        case 3: return in_station(exq, t);
+        case 4: return rd_bytes;
+        case 5: return wr_bytes;
+        case 6: return rd_latency;
+        case 7: return wr_latency;
+        default: return 0;
+      }
+    }
+    const uint64_t ld = active(ldq, t), st = active(stq, t), ex = active(exq, t);
+    auto mn = [](uint64_t a, uint64_t b) { return a < b ? a : b; };
+    switch (ev) {
+      case 1: case 8: case 9: case 18: return ld;
+      case 2: case 11: case 12: case 21: return st;
+      case 3: case 24: return ex;
+      case 4: return mn(ld, st);
+      case 5: return mn(ld, ex);
+      case 6: return mn(st, ex);
+      case 7: return mn(mn(ld, st), ex);
+      case 15: return tlb_misses * TLB_MISS_CYCLES;
+      case 16: return dma_read_reqs + dma_write_reqs - tlb_misses;
+      case 17: return dma_read_reqs + dma_write_reqs;
+      case 41: return rs_full_cycles;
+      case 42: return ld > st ? (ld > ex ? ld : ex) : (st > ex ? st : ex);
+      case 43: return loop_active;
+      default: return 0;  // hazard, wait, garbage, im2col and transposer events: not modelled
+    }
+  }
+  uint64_t counter_read_at(int i, uint64_t t) const {
+    const Counter& c = counters[i];
+    if (c.event == 0) return 0;
+    uint64_t v = event_value(c.event, c.external, t);
+    return c.external ? v : (v > c.base ? v - c.base : 0);
+  }
+  reg_t counter_op(uint64_t rs1) {
+    cur = "counter";
+    const uint64_t t = now();
+    const int idx = (int)((rs1 >> 4) & 7);
+    if (rs1 & 1) {
+      for (auto& c : counters) c.base = c.event ? event_value(c.event, c.external, t) : 0;
+      counter_snap_on = false;
+    }
+    if (rs1 & 8) {
+      Counter& c = counters[idx];
+      c.event = (uint32_t)((rs1 >> 12) & 0x3f);
+      c.external = (rs1 >> 31) & 1;
+      c.base = c.event ? event_value(c.event, c.external, t) : 0;
+    }
+    if (rs1 & 2) counter_snap_on = false;
+    uint64_t value = counter_snap_on ? counter_snap[idx] : counter_read_at(idx, t);
+    if (rs1 & 4) {
+      for (int i = 0; i < 8; i++) counter_snap[i] = counter_read_at(i, t);
+      counter_snap_on = true;
+    }
+    return (reg_t)(uint32_t)value;
   }
 
   void flush() {
@@ -1018,8 +1531,9 @@ class gemmini_t : public extension_t {
     }
     ex = saved_ex;
     internal = false;
-    loop_issue_end[slot] = loop_issue_cursor;
-    last_loop_issue_end = loop_issue_cursor;
+    loop_issue_end[slot] = internal_issue;
+    last_loop_issue_end = internal_issue;
+    loop_active += internal_issue - t0;
     loop_count++;
     cur = "loop_ws";
   }
@@ -1066,8 +1580,9 @@ class gemmini_t : public extension_t {
         }
     if (lw.c != 0) loop_acc_base = (loop_acc_base + half_acc) % ACC_ROWS;
     internal = false;
-    loop_issue_end[slot] = loop_issue_cursor;
-    last_loop_issue_end = loop_issue_cursor;
+    loop_issue_end[slot] = internal_issue;
+    last_loop_issue_end = internal_issue;
+    loop_active += internal_issue - t0;
     loop_count++;
     cur = "loop_ws";
   }
@@ -1082,24 +1597,47 @@ class gemmini_t : public extension_t {
     return false;
   }
 
-  // The harness code must stay what the host compiled: target code could otherwise patch
-  // harness instructions (memory is writable) to move the markers. Hashed at the first
-  // harness command and checked at every later one.
-  uint64_t harness_code_hash() {
-    uint64_t h = 1469598103934665603ull;
-    for (auto& r : harness_ranges)
-      for (uint64_t a = r.first; a + 8 <= r.second; a += 8) {
-        h ^= proc->get_mmu()->load<uint64_t>(a);
-        h *= 1099511628211ull;
-      }
-    return h;
-  }
-  bool harness_hashed = false;
-  uint64_t harness_hash = 0;
+  // The harness code must be, byte for byte, what the host read from the ELF file. Checked at
+  // every harness command (the first included) and at exit, so no program code can move a
+  // marker by patching harness instructions, even before the first command.
   void verify_harness_code() {
-    uint64_t h = harness_code_hash();
-    if (!harness_hashed) { harness_hash = h; harness_hashed = true; return; }
-    if (h != harness_hash) fail("the harness code was modified while the program ran");
+    for (size_t k = 0; k < harness_ranges.size(); k++) {
+      uint64_t lo = harness_ranges[k].first;
+      const std::vector<uint8_t>& want = harness_bytes[k];
+      size_t i = 0;
+      for (; i + 8 <= want.size(); i += 8) {
+        uint64_t w;
+        std::memcpy(&w, want.data() + i, 8);
+        if (proc->get_mmu()->load<uint64_t>(lo + i) != w) break;
+      }
+      for (; i < want.size(); i++)
+        if (proc->get_mmu()->load<uint8_t>(lo + i) != want[i])
+          fail("the harness code was modified while the program ran (byte at 0x%llx)", (unsigned long long)(lo + i));
+    }
+  }
+
+  void take_snapshot() {
+    if (snapshots >= 256) fail("more than 256 snapshots");
+    wait_until(drain_time());
+    uint64_t total = 0;
+    for (auto& reg : snap_regions) total += reg.len;
+    snapshot_bytes += total;
+    if (snapshot_bytes > (1ull << 30)) fail("snapshots exceed 1 GiB");
+    std::vector<uint8_t> buf(total);
+    uint64_t pos = 0;
+    for (auto& reg : snap_regions) {
+      check_dram(reg.addr, reg.len);
+      uint64_t i = 0;
+      for (; i < reg.len && ((reg.addr + i) & 7); i++) buf[pos + i] = proc->get_mmu()->load<uint8_t>(reg.addr + i);
+      for (; i + 8 <= reg.len; i += 8) {
+        uint64_t w = proc->get_mmu()->load<uint64_t>(reg.addr + i);
+        std::memcpy(buf.data() + pos + i, &w, 8);
+      }
+      for (; i < reg.len; i++) buf[pos + i] = proc->get_mmu()->load<uint8_t>(reg.addr + i);
+      pos += reg.len;
+    }
+    send('S', buf.data(), buf.size());
+    snapshots++;
   }
 
   void harness(uint32_t funct, reg_t pc) {
@@ -1110,7 +1648,10 @@ class gemmini_t : public extension_t {
            (unsigned long long)pc);
     verify_harness_code();
     if (funct == F_HARNESS_MEASURE_BEGIN) {
-      if (measuring) fail("measure_begin while a measured region is already open");
+      if (phase == 1) fail("measure_begin while a measured region is already open");
+      if (regions.size() >= measure_limit)
+        fail("measure_begin after the measured region ended; a program is measured exactly once");
+      phase = 1;
       measuring = true;
       m_t0 = now();
       m_i0 = instret();
@@ -1118,35 +1659,29 @@ class gemmini_t : public extension_t {
       std::fill(sp_touched.begin(), sp_touched.end(), 0);
       std::fill(acc_touched.begin(), acc_touched.end(), 0);
     } else if (funct == F_HARNESS_MEASURE_END) {
-      if (!measuring) fail("measure_end without measure_begin");
+      if (phase == 0) fail("measure_end without measure_begin");
+      if (phase == 2 && measure_limit > 1) fail("measure_end without measure_begin");
+      if (phase == 2) fail("measure_end twice; a program is measured exactly once");
       wait_until(drain_time());  // all queued Gemmini work belongs to the region
       Region r;
       r.cycles = now() - m_t0;
       r.instret = instret() - m_i0;
+      if (region_insn_limit && r.instret > region_insn_limit)
+        fail("the measured call retired %llu host instructions, more than its limit of %llu "
+             "(raise autocomp.target.gemmini.max_instructions)",
+             (unsigned long long)r.instret, (unsigned long long)region_insn_limit);
       r.busy_ld = ldq.busy - m_ld0; r.busy_ex = exq.busy - m_ex0; r.busy_st = stq.busy - m_st0;
       r.sp_rows = 0; r.acc_rows = 0;
       for (auto v : sp_touched) r.sp_rows += v;
       for (auto v : acc_touched) r.acc_rows += v;
       regions.push_back(r);
       measuring = false;
+      phase = 2;
+      take_snapshot();  // fused: the outputs are whatever memory holds when the clock stops
       write_report();
     } else {
-      if (snap_dir.empty()) fail("no snapshot directory configured");
-      if (snapshots >= 256) fail("more than 256 snapshots");
-      wait_until(drain_time());
-      std::string path = snap_dir + "/snap_" + std::to_string(snapshots) + ".bin";
-      FILE* f = std::fopen(path.c_str(), "wb");
-      if (!f) fail("cannot write snapshot file %s", path.c_str());
-      for (auto& reg : snap_regions) {
-        check_dram(reg.addr, reg.len);
-        snapshot_bytes += reg.len;
-        if (snapshot_bytes > (1ull << 30)) fail("snapshots exceed 1 GiB");
-        std::vector<uint8_t> buf(reg.len);
-        for (uint64_t i = 0; i < reg.len; i++) buf[i] = proc->get_mmu()->load<uint8_t>(reg.addr + i);
-        std::fwrite(buf.data(), 1, buf.size(), f);
-      }
-      std::fclose(f);
-      snapshots++;
+      if (phase == 1) fail("snapshot inside the measured region; only measure_end may take it");
+      take_snapshot();
       write_report();
     }
   }
@@ -1183,7 +1718,10 @@ class gemmini_t : public extension_t {
       case F_LOOP_WS_STRIDES_DC: lw.d_stride = xs1; lw.c_stride = xs2; stall += ROCC_ISSUE_CYCLES; break;
       case F_LOOP_WS: loop_ws(xs1, xs2); break;
       case F_LOOP_CONV_WS: loop_conv_ws(xs1, xs2); break;
-      case F_COUNTER: cur = "counter"; result = 0; break;
+      case F_COUNTER: result = counter_op(xs1); break;
+      case F_ABORT:
+        cur = "gemmini_abort";
+        fail("the program stopped itself with code %lld (see its output)", (long long)(int64_t)xs1);
       case F_HARNESS_MEASURE_BEGIN:
       case F_HARNESS_MEASURE_END:
       case F_HARNESS_SNAPSHOT: harness(u.r.funct, pc); break;
@@ -1191,7 +1729,8 @@ class gemmini_t : public extension_t {
         // Ignored unless it comes from the runtime's _exit (in the harness section).
         if (in_harness(pc)) {
           cur = "exit";
-          if (harness_hashed) verify_harness_code();
+          verify_harness_code();
+          if (phase == 1) fail("the program exited inside the measured region (exit() called from the kernel?)");
           exited = true;
           exit_code = (int64_t)(int32_t)xs1;
           write_report();
@@ -1255,6 +1794,11 @@ class gemmini_t : public extension_t {
 };
 
 reg_t cycle_csr_t::read() const noexcept { return model->now(); }
+void host_charge(const HostWrap& w, uint64_t addr, reg_t pc, reg_t next, insn_t insn) {
+  if (g_model) g_model->host_cost(w, addr, pc, next, insn);
+}
+bool guard_csr_t::unlogged_write(const reg_t) noexcept { model->counter_written(name); }
+bool cycle_csr_t::unlogged_write(const reg_t) noexcept { model->counter_written("mcycle"); }
 
 #include "loop_conv.inc"
 

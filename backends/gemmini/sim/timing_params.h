@@ -1,64 +1,120 @@
 // Timing parameters of the Gemmini timing model, in one table, each with where it comes from.
 //
-// The model is ours (see gemmini_ext.cc); these numbers are public facts about the default
-// Gemmini configuration (DIM 16, int8 inputs, int32 accumulator, 256 KiB scratchpad, 64 KiB
-// accumulator) or leads recorded in the project's FACTS.md. Where a figure is an assumption
-// rather than a published number, the comment says so. Changing any value changes every
-// modelled cycle count, so bump GemminiBackend.evaluator_version when editing this file
-// (the extension's build hash already covers it).
+// The model is ours (see gemmini_ext.cc and MODEL.md); the numbers describe Gemmini's default
+// configuration (GemminiConfigs.scala / Configs.scala `defaultConfig` in ucb-bar/gemmini: DIM 16,
+// int8 inputs, int32 accumulator, 256 KiB scratchpad in 4 banks, 64 KiB accumulator in 2 banks)
+// and the Rocket host it is attached to. "RTL:" names the Chisel file and behaviour a value is
+// read from; "Fit:" marks the one value fitted to published FireSim figures (and how). Changing
+// any value changes every modelled cycle count, so bump GemminiBackend.evaluator_version when
+// editing this file (the extension's build hash already covers it).
 #pragma once
 #include <cstdint>
 
 namespace gemmini_timing {
 
-// Systolic array width/height. Source: Gemmini default config (gemmini_params.h, DIM 16).
+// Systolic array width/height. RTL: Configs.scala defaultConfig meshRows = meshColumns = 16,
+// tileRows = tileColumns = 1.
 constexpr int DIM = 16;
 
-// Host core: one modelled cycle per retired instruction (Spike's instret), i.e. an ideal
-// in-order single-issue core. Assumption: Rocket is single-issue; cache misses are not modelled.
+// ---- host core (Rocket, in order, single issue) -------------------------------------------
+// One modelled cycle per retired instruction (Spike's instret): Rocket is a single-issue,
+// in-order, 5-stage pipeline with a 1-cycle ALU. Per-class extra costs are below.
 constexpr uint64_t HOST_CYCLES_PER_INSN = 1;
-
-// Extra host cycles to hand one RoCC command to the accelerator (command queue handshake).
-// Assumption consistent with Rocket's RoCC interface (one command per cycle, decoupled).
+// A RoCC command costs one extra cycle to hand to the accelerator. RTL: Gemmini's
+// Controller.scala takes commands through a decoupled queue (one per cycle), and Rocket's
+// RoCC interface sends at most one command per cycle from the writeback stage.
 constexpr uint64_t ROCC_ISSUE_CYCLES = 1;
 
-// Reservation-station entries per queue; the host stalls when a queue is full.
-// Source: Gemmini's default GemminiConfigs (reservation_station_entries_ld/ex/st = 8/16/4).
+// Per-class extra cycles of the Rocket host (Chipyard's default big Rocket core):
+// - loads: Rocket's load-to-use latency is 2 cycles, so a load costs one bubble when the next
+//   instruction consumes it (counted for every load: -O2 code rarely hides it on a 5-stage core).
+constexpr uint64_t HOST_LOAD_USE_CYCLES = 1;
+// - L1 data cache: Rocket DCacheParams defaults nSets 64, nWays 4, 64-byte blocks (16 KiB),
+//   write-back, write-allocate; a miss blocks the pipeline for the refill through the L2
+//   (L2_HIT_LATENCY or DMA_LATENCY below) plus a few cycles to replay the access.
+constexpr uint64_t L1D_SETS = 64;
+constexpr uint64_t L1D_WAYS = 4;
+constexpr uint64_t L1D_LINE_BYTES = 64;
+constexpr uint64_t L1D_MISS_OVERHEAD = 2;
+// - branches: Rocket's BHT (BHTParams nEntries = 512 two-bit counters by default) predicts; a
+//   mispredicted conditional branch flushes the front end, resolved in execute: 3 cycles.
+constexpr uint64_t BHT_ENTRIES = 512;
+constexpr uint64_t BRANCH_MISPREDICT_CYCLES = 3;
+// - multiply/divide: Rocket MulDivParams defaults mulUnroll = 8 (a 64-bit multiply takes 8
+//   cycles), iterative divider one bit per cycle (64 cycles, early-out not modelled).
+constexpr uint64_t MUL_EXTRA_CYCLES = 7;
+constexpr uint64_t DIV_EXTRA_CYCLES = 63;
+
+// ---- reservation station (ReservationStation.scala) ----------------------------------------
+// Entries per command type; the host (or the loop unroller) stalls when the type is full.
+// RTL: Configs.scala defaultConfig reservation_station_entries_ld/ex/st = 8 / 16 / 4.
 constexpr int LOAD_QUEUE_DEPTH = 8;
 constexpr int EXECUTE_QUEUE_DEPTH = 16;
 constexpr int STORE_QUEUE_DEPTH = 4;
 
-// DMA: 128-bit (16-byte) bus beats. Source: Gemmini default dma_buswidth = 128 (FACTS.md).
-constexpr uint64_t DMA_BEAT_BYTES = 16;
-// Sustained L2/DRAM bandwidth seen by one DMA direction: about 8 bytes per cycle.
-// Source: lead in FACTS.md (Berkeley's event-driven Gemmini performance model parameter table).
-constexpr uint64_t DMA_BYTES_PER_CYCLE = 8;
-// Round-trip memory latency for a DMA request: about 20 cycles (same source as above).
-constexpr uint64_t DMA_LATENCY = 20;
-// Largest single DMA request: 64 bytes (Gemmini dma_maxbytes = 64; FACTS.md).
-constexpr uint64_t DMA_MAX_REQUEST_BYTES = 64;
-// Per-command fixed cost in a load/store controller: decode, address translation (TLB hit),
-// and request generation. Assumption (a few cycles; Gemmini's FrontendTLB hit is 1-2 cycles).
-constexpr uint64_t DMA_COMMAND_OVERHEAD = 4;
-// Per-request cost on top of data beats (request header / tag allocation). Assumption: 1 cycle.
-constexpr uint64_t DMA_REQUEST_OVERHEAD = 1;
+// ---- loop unrollers (LoopMatmul.scala, LoopConv.scala) --------------------------------------
+// The unrollers emit at most one command per cycle into the reservation station (their output
+// is a single Decoupled port) and hold two loops at a time (concurrent_loops = 2).
+constexpr uint64_t LOOP_ISSUE_CYCLES = 1;
 
-// Systolic array: one input row enters per cycle, so a compute over R rows streams for R
-// cycles; results leave the mesh about 2*DIM+1 cycles later ("mesh fill ~33 cycles" for DIM 16,
-// FACTS.md lead). A weight preload shifts one row of B per cycle (DIM cycles for a full tile).
+// ---- DMA (DMA.scala StreamReader/StreamWriter, XactTracker.scala, FrontendTLB.scala) --------
+// Bus beat: RTL: defaultConfig dma_buswidth = 128 bits.
+constexpr uint64_t DMA_BEAT_BYTES = 16;
+// Largest single TileLink request: RTL: defaultConfig dma_maxbytes = 64 (one cache line);
+// requests never cross a 64-byte line.
+constexpr uint64_t DMA_MAX_REQUEST_BYTES = 64;
+// Requests in flight per engine (reader and writer each have their own tracker).
+// RTL: defaultConfig max_in_flight_mem_reqs = 16.
+constexpr uint64_t DMA_MAX_INFLIGHT = 16;
+// Round-trip latency of a DMA request that misses the L2 (system bus, L2, FireSim's FASED
+// DRAM model), in core cycles. Fit: the only fitted values are this and L2_HIT_LATENCY. With
+// 16 requests in flight, a 16-byte-row transfer is latency bound (~LAT/16 cycles per row) while
+// 64-byte rows stream; and a store waits for the previous store's acknowledgement
+// (ReservationStation.scala), so narrow move-outs cost about LAT each. 140 / 40 put both
+// programs of the published 12544x64x256 FireSim pair (ucb-bar/autocomp prompt examples)
+// within 7% at once (the 'before' program is load/latency bound, the 'after' one store
+// bound); bench/gemmini_fidelity.py prints the fit.
+constexpr uint64_t DMA_LATENCY = 140;
+// The L2 the DMA reads and writes through: Chipyard's default SiFive inclusive cache,
+// 512 KiB, 8 ways, 64-byte lines (WithInclusiveCache defaults), shared with the host. A request
+// to a line the L2 holds returns after L2_HIT_LATENCY core cycles (a few bus hops plus the
+// cache's pipeline; fitted with DMA_LATENCY, see above); a miss pays DMA_LATENCY. Partial-line writes (16-byte mvout rows)
+// allocate and so miss like reads. The accelerator's view starts empty in every run.
+constexpr uint64_t L2_LINE_BYTES = 64;
+constexpr uint64_t L2_WAYS = 8;
+constexpr uint64_t L2_SETS = 512 * 1024 / L2_LINE_BYTES / L2_WAYS;
+constexpr uint64_t L2_HIT_LATENCY = 40;
+// Per-command decode and request-generation cost in the load/store controller (the command
+// passes LoadController/StoreController's command queue and the DMA command tracker).
+// RTL: LoadController.scala / StoreController.scala register the command, then issue.
+constexpr uint64_t DMA_COMMAND_OVERHEAD = 2;
+// Gemmini's FrontendTLB: RTL: defaultConfig tlb_size = 4 entries (fully associative, per
+// engine here); a miss walks the page table through the PTW, about 20 cycles with the walk in L2.
+constexpr uint64_t TLB_ENTRIES = 4;
+constexpr uint64_t TLB_MISS_CYCLES = 20;
+
+// ---- execute controller and mesh (ExecuteController.scala, MeshWithDelays.scala) -----------
+// A step streams total_rows rows, one per cycle. RTL: ExecuteController.scala sets total_rows
+// to block_size (DIM) unless the dataflow is WS, the preload's D operand is garbage and no
+// transposer is used; then it is max(A rows, B rows, 4): "two writes to the same accumulator
+// address must occur at least 4 cycles apart".
+constexpr uint64_t WS_MIN_STEP_ROWS = 4;
+// Results leave the mesh about 2*DIM+1 cycles after the last row enters: RTL: MeshWithDelays
+// skews inputs by up to DIM-1 cycles, the mesh is DIM PEs deep (tile_latency 0, one register
+// per PE), then outputs are de-skewed (mesh_output_delay 1).
 constexpr uint64_t MESH_FILL_LATENCY = 2 * DIM + 1;
-// Cycles for a preload whose B/D operand is GARBAGE_ADDR (only the output address changes).
-// Assumption: one command slot.
-constexpr uint64_t PRELOAD_GARBAGE_CYCLES = 1;
-// Output-stationary results must be shifted out of the mesh: one row per cycle. Same source
-// as the fill latency (the mesh moves one row per cycle).
+// Output-stationary results are shifted out of the mesh one row per cycle when the next
+// step propagates. RTL: PE.scala `propagate` in OS mode.
 constexpr uint64_t OS_DRAIN_CYCLES_PER_ROW = 1;
-// Accumulator read path for mvout (scale + activation pipeline): one row per cycle plus a
-// pipeline latency. Assumption: Gemmini's AccumulatorScale is pipelined, a few stages deep.
-constexpr uint64_t ACC_READ_LATENCY = 4;
-// Config / flush / norm commands occupy their queue for one cycle. Assumption. A config_ex
-// additionally waits until earlier computes have left the mesh (MESH_FILL_LATENCY), since it
-// changes the dataflow/shift/transposes the array applies (assumption, conservative).
+// Scratchpad read latency. RTL: defaultConfig spad_read_delay = 4.
+constexpr uint64_t SP_READ_LATENCY = 4;
+// Accumulator read path for mvout (read, scale, activation). RTL: defaultConfig acc_latency = 2
+// plus the AccumulatorScale pipeline (mvout_scale latency, 3 stages by default): about 5.
+constexpr uint64_t ACC_READ_LATENCY = 5;
+// Config / flush / norm commands occupy their controller one cycle. RTL: ExecuteController /
+// LoadController / StoreController handle a config in their waiting state and pop it in the
+// same cycle. A config_ex additionally waits for the mesh to drain (it changes the dataflow
+// or shift: RTL: ExecuteController goes to the flush state while a matmul is in progress).
 constexpr uint64_t CONFIG_CYCLES = 1;
 
 }  // namespace gemmini_timing

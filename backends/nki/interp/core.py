@@ -72,6 +72,9 @@ class State:
         self.shared_memo: dict[tuple, "Allocation"] = {}
         self.shared_counter = itertools.count()
         self.last_act_func: str | None = None
+        # The kernel line of the request being served when the kernel's Python runs in
+        # another process (autocomp.backends.nki.remote); None when it runs in this one.
+        self.remote_line: int | None = None
 
 
 _GENERATIONS = itertools.count()
@@ -104,6 +107,8 @@ def _abs(fname: str) -> str:
 
 def call_site() -> tuple[str, int]:
     """File and line of the kernel source that made the current NKI call."""
+    if STATE.remote_line is not None and STATE.kernel_file:
+        return STATE.kernel_file, STATE.remote_line
     frame = sys._getframe(1)
     fallback: tuple[str, int] | None = None
     kernel_file = STATE.kernel_file
@@ -532,13 +537,41 @@ def _named(t: Tensor) -> str:
     return f" '{t._alloc.name}' (allocated line {t._alloc.line})" if t._alloc.name else f" (allocated line {t._alloc.line})"
 
 
+# Where each instruction goes as it is recorded, besides STATE.trace: the harness child sets
+# a writer to its result channel, so the parent holds the trace as it happened and computes
+# the cost itself (nothing done to STATE.trace later changes what the parent saw).
+_SINK: list[Callable[[list[Any]], None]] = []
+
+
+def stream_to(sink: Callable[[list[Any]], None] | None) -> None:
+    """Send every instruction recorded from now on (and every amendment) to ``sink``."""
+    _SINK[:] = [sink] if sink is not None else []
+
+
 def record(opname: str, engine: str, partitions: int, free: int, dtype_bytes: int,
            reads: Iterable[Tensor], writes: Iterable[Tensor], **info: Any) -> int:
     """Append one instruction to the trace; returns its index."""
     _, line = call_site()
-    STATE.trace.append(Instr(opname, engine, line, int(partitions), int(free), int(dtype_bytes),
-                             tuple(region(t) for t in reads), tuple(region(t) for t in writes), info))
+    ins = Instr(opname, engine, line, int(partitions), int(free), int(dtype_bytes),
+                tuple(region(t) for t in reads), tuple(region(t) for t in writes), info)
+    STATE.trace.append(ins)
+    if _SINK:
+        _SINK[0](["i", ins.to_list()])
     return len(STATE.trace) - 1
+
+
+def amend(index: int, reads: Iterable[tuple[int, int, int, int, int]] = (),
+          writes: Iterable[tuple[int, int, int, int, int]] = ()) -> None:
+    """Add regions to an instruction already recorded (a result named by ``tile[...] =``,
+    a PSUM accumulation folded into its matmul)."""
+    if index < 0:
+        index += len(STATE.trace)
+    ins = STATE.trace[index]
+    reads, writes = tuple(reads), tuple(writes)
+    ins.reads += reads
+    ins.writes += writes
+    if _SINK:
+        _SINK[0](["a", index, [list(r) for r in reads], [list(w) for w in writes]])
 
 
 def region(t: Tensor) -> tuple[int, int, int, int, int]:

@@ -362,9 +362,9 @@ def _setitem(target: Tensor, key: Any, value: Any) -> None:
         if not (src._fresh and src._alloc.buffer == view._alloc.buffer):
             record("tensor_copy", "vector", view.shape[0], free_size(view.shape), max(src.dtype.itemsize, view.dtype.itemsize), [src], [view])
         elif src._producer >= 0:
-            STATE.trace[src._producer].writes += (core.region(view),)
+            core.amend(src._producer, writes=(core.region(view),))
         elif STATE.trace and any(w[0] == src._alloc.id for w in STATE.trace[-1].writes):
-            STATE.trace[-1].writes += (core.region(view),)
+            core.amend(-1, writes=(core.region(view),))
         src._fresh = False
         return
     if isinstance(value, (int, float, np.integer, np.floating)):
@@ -380,14 +380,12 @@ def _inplace(name: str, target: Tensor, value: Any) -> Tensor:
             and target._alloc.buffer == "psum"):
         prev = isa._f32(read(target, "accumulator", "+="))
         target._store(prev + isa._f32(value._values()).reshape(prev.shape))
-        instr = STATE.trace[value._producer]
-        instr.writes += (core.region(target),)
-        instr.reads += (core.region(target),)
+        core.amend(value._producer, reads=(core.region(target),), writes=(core.region(target),))
         value._fresh = False
         return target
     result = _binary(name, target, value)
     target._store(read(result, "result", "+=").reshape(target.shape))
-    STATE.trace[-1].writes += (core.region(target),)
+    core.amend(-1, writes=(core.region(target),))
     return target
 
 

@@ -21,6 +21,7 @@ const SERVER_SETTINGS = [
   "autocomp.autoApply",
   "autocomp.acceptUnconfirmed",
   "autocomp.sandbox",
+  "autocomp.executor",
   "autocomp.minSpeedup",
   "autocomp.tuneOnSave",
   "autocomp.targets",
@@ -51,6 +52,7 @@ test("defaults match the server's", () => {
   assert.equal(properties["autocomp.search.iterations"].default, 8);
   assert.equal(properties["autocomp.search.beam"].default, 4);
   assert.equal(properties["autocomp.search.keep"].default, 0.3);
+  assert.equal(properties["autocomp.executor"].default, "local");
   // Per-target objects default to empty, so the server only sees keys the user set.
   for (const target of ["gemmini", "cuda", "nki"]) {
     assert.deepEqual(properties[`autocomp.target.${target}`].default, {});
@@ -72,7 +74,7 @@ test("commands have titles and are registered by the extension", () => {
   for (const id of titles.keys()) {
     assert.ok(source.includes(`registerCommand("${id}"`), `${id} is contributed but not registered`);
     // The server's own command ids are proxied by the language client: no clash allowed.
-    assert.ok(!["autocomp.optimize", "autocomp.cancel", "autocomp.applyCandidate", "autocomp.showDiff"].includes(id));
+    assert.ok(!["autocomp.optimize", "autocomp.optimizeLike", "autocomp.cancel", "autocomp.applyCandidate", "autocomp.showDiff"].includes(id));
   }
 });
 

@@ -1,0 +1,395 @@
+"""The interpreter's side of a candidate run: the kernel's Python runs in another process.
+
+:class:`KernelProcess` starts :mod:`autocomp.backends.nki.tracer` with two pipes and no
+other descriptor (not the result channel), then serves its requests: each NKI call, tile
+index, tile assignment or operator the kernel code makes is executed here, on the
+interpreter's own tensors, and recorded in the trace here. The kernel process gets back
+handles with shapes/dtypes/buffers, never tensor values. This process makes itself
+non-dumpable first, so the kernel process (same user, no capabilities) can neither trace it
+nor read its memory.
+
+What a request may carry is checked here: tensors by handle (valid for the current run
+only, so nothing survives from one call to the next), NKI operators and NumPy ufuncs by
+name, dtypes and buffers by name, numbers, strings, slices and tuples; integer/boolean index
+arrays only inside an index (``t[...]``), as ``mask=``, or as an affine ``nisa.iota``
+expression: host-computed data never becomes tile data.
+"""
+
+from __future__ import annotations
+
+import json
+import linecache
+import os
+import subprocess
+import sys
+from typing import Any
+
+import numpy as np
+
+from autocomp.backends.nki.interp import core, isa, language
+from autocomp.backends.nki.interp.core import STATE, Tensor
+from autocomp.backends.nki.interp.errors import NkiError
+
+_UFUNCS = frozenset(set(isa.BINARY) | set(isa.UNARY) | {"sum", "max", "min", "prod", "amax", "amin", "mean",
+                                                        "true_divide", "power", "exp", "tanh", "sqrt", "log"})
+_BINARY = frozenset({"add", "subtract", "multiply", "divide", "power"})
+_METHODS = frozenset({"reshape", "view", "broadcast_to"})
+_BUFFERS = {"sbuf": language.sbuf, "psum": language.psum, "hbm": language.hbm, "shared_hbm": language.shared_hbm,
+            "private_hbm": language.private_hbm}
+MAX_INDEX_ELEMENTS = 1 << 22
+
+
+class KernelFailure(Exception):
+    """The kernel failed (an NKI rule, a Python error in its code, or a broken protocol)."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        self.error = error
+        super().__init__(error.get("message", "kernel failed"))
+
+
+def make_undumpable() -> None:
+    """prctl(PR_SET_DUMPABLE, 0): no ptrace or process_vm_readv from the kernel process."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
+    except (OSError, AttributeError):  # pragma: no cover - Linux always has prctl
+        pass
+
+
+def _api_tables() -> dict[str, dict[str, Any]]:
+    from autocomp.backends.nki.interp.install import _isa_attrs, _language_attrs
+
+    return {f"{s}.language": _language_attrs(s) for s in ("new", "old")} | {
+        f"{s}.isa": _isa_attrs(s) for s in ("new", "old")}
+
+
+def _affine(values: np.ndarray) -> bool:
+    """Whether ``values`` is c0 + sum_k c_k * index_k (what nl.arange/nl.mgrid arithmetic gives)."""
+    if values.size <= 1:
+        return True
+    base = values.reshape(-1)[0]
+    grids = np.indices(values.shape, dtype=np.int64) if values.ndim else []
+    expected = np.full(values.shape, base, dtype=np.int64)
+    for k in range(values.ndim):
+        if values.shape[k] > 1:
+            idx = [0] * values.ndim
+            idx[k] = 1
+            expected = expected + (int(values[tuple(idx)]) - int(base)) * grids[k]
+    return bool(np.array_equal(values.astype(np.int64), expected))
+
+
+class KernelProcess:
+    """One kernel process for one candidate file; call :meth:`load`, then use :meth:`kernel`
+    as the kernel function for :func:`autocomp.backends.nki.interp.install.execute`."""
+
+    def __init__(self, path: str, function: str, source_dir: str = "", python: str = sys.executable,
+                 spawned: tuple[Any, int, int] | None = None, source: str | None = None) -> None:
+        self.path = path
+        self.source = source
+        self.function = function
+        self.source_dir = source_dir
+        self.api = _api_tables()
+        self.handles: dict[int, Any] = {}  # handle -> what it names (a tensor, or None)
+        self.next_handle = 0
+        self.failure: dict[str, Any] | None = None
+        self.names: list[str] = []
+        self.grid: tuple[int, ...] = ()
+        if spawned is None:
+            req_r, req_w = os.pipe()
+            rep_r, rep_w = os.pipe()
+            proc = subprocess.Popen([python, "-I", "-m", "autocomp.backends.nki.tracer", str(req_w), str(rep_r)],
+                                    pass_fds=(req_w, rep_r), close_fds=True, stdin=subprocess.DEVNULL)
+            os.close(req_w)
+            os.close(rep_r)
+            spawned = (proc, req_r, rep_w)
+        self.proc, req_r, rep_w = spawned
+        self.inp = os.fdopen(req_r, "rb", buffering=1 << 16)
+        self.out = os.fdopen(rep_w, "wb", buffering=1 << 16)
+
+    # -- plumbing ---------------------------------------------------------------------
+    def _send(self, msg: dict[str, Any]) -> None:
+        try:
+            self.out.write(json.dumps(msg, separators=(",", ":")).encode() + b"\n")
+            self.out.flush()
+        except (BrokenPipeError, OSError):
+            raise KernelFailure({"kind": "crash", "message": f"the kernel process ended (exit {self.proc.poll()})"}) from None
+
+    def _recv(self) -> dict[str, Any]:
+        line = self.inp.readline()
+        if not line:
+            self.proc.kill()
+            code = self.proc.wait()
+            raise KernelFailure({"kind": "crash", "message": f"the kernel process ended (exit {code})"})
+        try:
+            msg = json.loads(line)
+        except ValueError:
+            msg = None
+        if not isinstance(msg, dict):
+            raise KernelFailure({"kind": "crash", "message": "bad message from the kernel process"})
+        return msg
+
+    def close(self) -> None:
+        """End the kernel process (killed: it has nothing to finish, and may not cooperate)."""
+        if self.proc.returncode is None:
+            self.proc.kill()
+            self.proc.wait()
+        for f in (self.inp, self.out):
+            try:
+                f.close()
+            except OSError:
+                pass
+
+    # -- commands ---------------------------------------------------------------------
+    def load(self) -> None:
+        if self.source is None:
+            with open(self.path, encoding="utf-8") as fh:
+                self.source = fh.read()
+        self._send({"cmd": "load", "file": self.path, "source": self.source, "function": self.function,
+                    "source_dir": self.source_dir})
+        msg = self._serve()
+        if msg.get("op") != "ready":
+            raise KernelFailure(self._failure_of(msg))
+        self.names = [str(n) for n in msg.get("names", [])]
+        self.grid = tuple(int(g) for g in msg.get("grid", []))
+
+    def kernel(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the kernel once in the kernel process on the interpreter's tensors ``args``."""
+        self.handles.clear()  # nothing from an earlier call stays reachable
+        self.failure = None
+        self._send({"cmd": "run", "args": [self._encode(a) for a in args],
+                    "kwargs": {k: self._encode(v) for k, v in kwargs.items()}})
+        msg = self._serve()
+        if self.failure is not None:  # the first error wins, whatever the kernel code did next
+            raise KernelFailure(self.failure)
+        if msg.get("op") != "return":
+            raise KernelFailure(self._failure_of(msg))
+        try:
+            return self._decode(msg.get("value"))
+        except KernelFailure:
+            raise
+        except (KeyError, ValueError, TypeError) as exc:
+            raise KernelFailure({"kind": "runtime", "message": f"the kernel returned something that is not an NKI tensor: {exc}"}) from None
+
+    def _failure_of(self, msg: dict[str, Any]) -> dict[str, Any]:
+        if self.failure is not None:
+            return self.failure
+        err = msg.get("error") if msg.get("op") == "fail" else None
+        if not isinstance(err, dict):
+            return {"kind": "crash", "message": "bad message from the kernel process"}
+        out = {"kind": str(err.get("kind", "runtime")), "message": str(err.get("message", ""))}
+        nki = err.get("nki")
+        if isinstance(nki, dict):
+            out.update({k: v for k, v in nki.items() if k in ("call", "limit", "file", "line", "static")})
+        if "line" in err and "line" not in out:
+            out["line"] = err["line"]
+        return out
+
+    # -- serving ----------------------------------------------------------------------
+    def _serve(self) -> dict[str, Any]:
+        """Serve requests until the kernel process ends a command. Requests that produce a
+        tensor name it with a handle chosen by the kernel side and get no answer; those
+        marked ``sync`` get one (with the first error so far, if any)."""
+        while True:
+            msg = self._recv()
+            for h in msg.get("free", []) or []:
+                if isinstance(h, int):
+                    self.handles.pop(h, None)
+            op = msg.get("op")
+            if op in ("ready", "return", "fail"):
+                return msg
+            sync = bool(msg.get("sync"))
+            line = msg.get("line")
+            STATE.remote_line = int(line) if isinstance(line, int) and line > 0 else None
+            reply: dict[str, Any] | None = None
+            try:
+                if self.failure is not None:
+                    raise KernelFailure(self.failure)
+                result = self._handle(op, msg)
+                h = msg.get("h")
+                if isinstance(h, int) and h > 0 and not sync:
+                    if h in self.handles:
+                        raise ValueError("handle reused")
+                    self.handles[h] = result
+                elif sync:
+                    reply = {"ok": self._encode(result)}
+            except NkiError as exc:
+                err = {"kind": "nki", "message": exc.render(), **{k: v for k, v in exc.to_json().items()
+                                                                 if k not in ("kind", "message")}}
+                self.failure = self.failure or err
+                reply = {"error": {"message": exc.render(), "nki": exc.to_json()}}
+            except KernelFailure as exc:
+                reply = {"error": {"message": exc.error.get("message", ""), "nki": _nki_json(exc.error)}}
+            except RecursionError:
+                self.failure = self.failure or {"kind": "runtime", "message": "recursion too deep"}
+                reply = {"error": {"message": "recursion too deep"}}
+            except Exception as exc:  # an interpreter call failed on what the kernel passed
+                message = f"{type(exc).__name__}: {exc}\n{self._where()}".strip()
+                self.failure = self.failure or {"kind": "runtime", "message": message}
+                reply = {"error": {"message": message}}
+            finally:
+                STATE.remote_line = None
+            if sync:
+                self._send(reply if reply is not None else {"ok": None})
+
+    def _where(self) -> str:
+        line = STATE.remote_line or 0
+        if not line:
+            return ""
+        return f"  {self.path}:{line}: {linecache.getline(self.path, line).strip()}\n"
+
+    def _tensor(self, h: Any) -> Any:
+        if not isinstance(h, int) or h not in self.handles:
+            raise KernelFailure({"kind": "runtime", "message": "a tensor from an earlier kernel call was used; kernels "
+                                 "keep no state between calls"})
+        return self.handles[h]
+
+    def _handle(self, op: Any, msg: dict[str, Any]) -> Any:
+        if op == "call":
+            table = self.api.get(str(msg.get("mod")))
+            name = str(msg.get("name"))
+            if table is None or name not in table or name.startswith("_"):
+                raise ValueError(f"no NKI function {msg.get('mod')}.{name}")
+            fn = table[name]
+            args = [self._decode(a, arrays=(name == "iota" and i == 1)) for i, a in enumerate(self._list(msg.get("args")))]
+            kw = {k: self._decode(v, arrays=(k == "mask" or (name == "iota" and k == "expr")))
+                  for k, v in self._dict(msg.get("kw")).items()}
+            if name == "iota":
+                expr = kw.get("expr", args[1] if len(args) > 1 else None)
+                if isinstance(expr, np.ndarray) and not _affine(expr):
+                    raise core.fail("bad-operand", "iota needs an affine index expression (nl.arange / nl.mgrid "
+                                    "arithmetic)", "nisa.iota")
+            return fn(*args, **kw)
+        if op == "getitem":
+            return self._tensor(msg.get("t"))[self._decode(msg.get("key"), arrays=True)]
+        if op == "setitem":
+            self._tensor(msg.get("t"))[self._decode(msg.get("key"), arrays=True)] = self._decode(msg.get("value"))
+            return None
+        if op == "method":
+            name = msg.get("name")
+            if name not in _METHODS:
+                raise ValueError(f"tensors have no method {name!r} here")
+            return getattr(self._tensor(msg.get("t")), name)(*[self._decode(a) for a in self._list(msg.get("args"))],
+                                                             **{k: self._decode(v) for k, v in self._dict(msg.get("kw")).items()})
+        if op == "binary":
+            if msg.get("name") not in _BINARY:
+                raise ValueError("unknown operator")
+            return core.OPS["binary"](msg["name"], self._decode(msg.get("a")), self._decode(msg.get("b")))
+        if op == "inplace":
+            if msg.get("name") not in _BINARY:
+                raise ValueError("unknown operator")
+            core.OPS["inplace"](msg["name"], self._tensor(msg.get("t")), self._decode(msg.get("value")))
+            return None
+        if op == "meta":
+            t = self._tensor(msg.get("t"))
+            if not isinstance(t, Tensor):
+                raise AttributeError(f"'{type(t).__name__}' object has no attribute 'shape'")
+            return [list(t.shape), core.dtype_name(t.dtype), str(t.buffer)]
+        if op == "bool":
+            return bool(self._tensor(msg.get("t")))
+        if op == "iter":
+            return list(iter(self._tensor(msg.get("t"))))
+        raise ValueError(f"unknown request {op!r}")
+
+    @staticmethod
+    def _list(x: Any) -> list[Any]:
+        if isinstance(x, dict) and isinstance(x.get("L"), list):
+            return x["L"]
+        raise ValueError("bad argument list")
+
+    @staticmethod
+    def _dict(x: Any) -> dict[str, Any]:
+        if isinstance(x, dict) and isinstance(x.get("D"), list):
+            return {str(k): v for k, v in x["D"]}
+        raise ValueError("bad keyword arguments")
+
+    # -- values -----------------------------------------------------------------------
+    def _encode(self, x: Any) -> Any:
+        if x is None or isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+            return x
+        if isinstance(x, Tensor):
+            self.next_handle -= 1  # this side's handles are negative; the kernel side's positive
+            self.handles[self.next_handle] = x
+            return {"t": self.next_handle, "shape": list(x.shape), "dtype": core.dtype_name(x.dtype), "buf": str(x.buffer)}
+        if isinstance(x, core.BufferKind):
+            return {"buf": str(x)}
+        if isinstance(x, str):
+            return x
+        if isinstance(x, np.generic):
+            return x.item() if x.dtype.kind in "biuf" else str(x)
+        if isinstance(x, language._Range):
+            r = x.values
+            backwards = x.kind == "affine_range" and STATE.reverse_affine
+            return {"R": [r.start, r.stop, r.step, backwards]}
+        if isinstance(x, np.ndarray):
+            return {"nd": x.ravel().tolist(), "shape": list(x.shape), "dtype": str(x.dtype)}
+        if isinstance(x, np.dtype):
+            return {"dt": core.dtype_name(x)}
+        if isinstance(x, tuple):
+            return {"T": [self._encode(e) for e in x]}
+        if isinstance(x, list):
+            return {"L": [self._encode(e) for e in x]}
+        raise TypeError(f"the interpreter cannot hand a {type(x).__name__} to kernel code")
+
+    def _decode(self, x: Any, arrays: bool = False) -> Any:
+        if not isinstance(x, dict):
+            if x is None or isinstance(x, (bool, int, float, str)):
+                return x
+            raise ValueError(f"bad value {type(x).__name__}")
+        if "t" in x:
+            return self._tensor(x["t"])
+        if "T" in x:
+            return tuple(self._decode(e, arrays) for e in x["T"])
+        if "L" in x:
+            return [self._decode(e, arrays) for e in x["L"]]
+        if "S" in x:
+            parts = [self._decode(e, arrays) for e in x["S"]]
+            if len(parts) != 3 or not all(p is None or isinstance(p, (int, Tensor, np.ndarray)) for p in parts):
+                raise ValueError("bad slice")
+            return slice(*parts)
+        if "E" in x:
+            return Ellipsis
+        if "op" in x:
+            op = isa.OP_OBJECTS.get(str(x["op"]))
+            if op is None:
+                raise ValueError(f"unknown operator {x['op']!r}")
+            return op
+        if "uf" in x:
+            if x["uf"] not in _UFUNCS or not hasattr(np, x["uf"]):
+                raise ValueError(f"unknown NumPy operator {x['uf']!r}")
+            return getattr(np, x["uf"])
+        if "fn" in x:
+            mod, name = x["fn"]
+            table = self.api.get(str(mod), {})
+            if name not in table or str(name).startswith("_"):
+                raise ValueError(f"no NKI function {mod}.{name}")
+            return table[name]
+        if "dt" in x:
+            name = str(x["dt"])
+            if name in core.DTYPES:
+                return core.DTYPES[name]
+            dt = np.dtype(name)
+            if dt.kind not in "biuf":
+                raise ValueError(f"unsupported dtype {name}")
+            return dt
+        if "buf" in x:
+            return _BUFFERS[str(x["buf"])]
+        if "nd" in x:
+            if not arrays:
+                raise core.fail("bad-operand", "a host array can only index a tile (t[...]), be a mask= or an iota "
+                                "expression; tile data comes from NKI instructions")
+            dt = np.dtype(str(x["dtype"]))
+            shape = [int(s) for s in x["shape"]]
+            if dt.kind not in "biu" or int(np.prod(shape)) > MAX_INDEX_ELEMENTS:
+                raise core.fail("bad-operand", "index arrays hold integers or booleans")
+            return np.array(x["nd"], dtype=dt).reshape(shape)
+        if "D" in x:
+            return {str(k): self._decode(v, arrays) for k, v in x["D"]}
+        raise ValueError("bad value")
+
+
+def _nki_json(error: dict[str, Any]) -> dict[str, Any] | None:
+    if error.get("kind") != "nki":
+        return None
+    return {"kind": "error", "message": error.get("message", ""), **{k: error[k] for k in ("call", "limit", "file", "line", "static")
+                                                                     if k in error}}

@@ -1,0 +1,453 @@
+"""The candidate's own process: it runs the kernel's Python and nothing else.
+
+Forked by the interpreter child (:mod:`autocomp.backends.nki.runner`) inside the same OS
+sandbox before that child reads its request's inputs, with the result channel and stdin
+closed (or started as ``python -I -m autocomp.backends.nki.tracer REQ_FD REP_FD``). Here ``nki``,
+``nki.language`` and ``nki.isa`` (and ``neuronxcc.nki…``) are stand-ins: every NKI call,
+every tile operation, every loop range is a request to the interpreter process, which holds
+all tensor data, executes the instruction, records it, and answers with a handle and the
+tile's shape/dtype/buffer. This process never sees a tensor's values, never holds the
+trace, and has no descriptor of the result channel; the interpreter process is not
+dumpable, so it cannot be traced or read from here. Whatever kernel code does in this
+process, the only way to move data or to cost anything is to ask the interpreter for an
+NKI instruction, and every instruction asked for is counted.
+
+Protocol: newline-delimited JSON. The interpreter sends commands (``load``, ``run``,
+``exit``); while one runs, this side sends requests (``call``, ``getitem``, ``setitem``,
+``method``, ``binary``, ``inplace``, ``bool``, ``iter``) and gets ``{"ok": value}`` or
+``{"error": …}``, and ends a command with ``ready``/``return``/``fail``. Values are encoded
+by :func:`encode` (tensors travel as handles).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+import types
+from typing import Any
+
+import numpy as np
+
+from autocomp.backends.nki.interp import core, isa
+from autocomp.backends.nki.interp.errors import NkiError
+
+# Language helpers that are pure index arithmetic run here; everything else is a request.
+LOCAL_LANGUAGE = {"arange", "ds", "par_dim", "mgrid", "tile_size"}
+# Calls whose value the kernel code needs at once; every other call gives a tensor (or None),
+# which travels as a handle without waiting.
+VALUE_CALLS = {"affine_range", "sequential_range", "static_range", "program_id", "num_programs", "program_ndim",
+               "device_print"}
+
+
+class Conn:
+    """The pipes to the interpreter. Requests that produce a tensor are posted without
+    waiting: this side names the result with a fresh handle, and only a request that needs
+    a value back (a loop range, a tile's shape, a program id) waits, and with it learns of
+    any error in what was posted before."""
+
+    def __init__(self, req_fd: int, rep_fd: int) -> None:
+        self.out = os.fdopen(req_fd, "wb", buffering=1 << 16)
+        self.inp = os.fdopen(rep_fd, "rb", buffering=1 << 16)
+        self.kernel_file = ""
+        self.free: list[int] = []
+        self.next_handle = 1
+
+    def send(self, msg: dict[str, Any], flush: bool = False) -> None:
+        if self.free:
+            msg["free"], self.free = self.free, []
+        self.out.write(json.dumps(msg, separators=(",", ":")).encode() + b"\n")
+        if flush:
+            self.out.flush()
+
+    def recv(self) -> dict[str, Any]:
+        self.out.flush()
+        line = self.inp.readline()
+        if not line:
+            os._exit(3)  # the interpreter is gone
+        return json.loads(line)
+
+    def line(self) -> int:
+        frame = sys._getframe(2)
+        while frame is not None:
+            if frame.f_code.co_filename == self.kernel_file:
+                return frame.f_lineno
+            frame = frame.f_back
+        return 0
+
+    def post(self, msg: dict[str, Any], result: bool = True) -> "TensorRef | None":
+        """Send without waiting; the result (when there is one) is a new handle."""
+        msg["line"] = self.line()
+        ref = None
+        if result:
+            ref = TensorRef(self.next_handle)
+            msg["h"] = self.next_handle
+            self.next_handle += 1
+        self.send(msg)
+        return ref
+
+    def request(self, msg: dict[str, Any]) -> Any:
+        msg["line"] = self.line()
+        msg["sync"] = 1
+        self.send(msg)
+        reply = self.recv()
+        if "error" in reply:
+            err = reply["error"]
+            nki = err.get("nki")
+            if isinstance(nki, dict):
+                raise NkiError(nki.get("kind", "error"), nki.get("message", ""), call=nki.get("call", ""),
+                               limit=nki.get("limit", ""), file=nki.get("file", ""), line=int(nki.get("line", 0)),
+                               static=bool(nki.get("static")))
+            raise RuntimeError(err.get("message", "the interpreter refused the request"))
+        return decode(reply.get("ok"))
+
+
+CONN: Conn | None = None
+
+
+# ---------------------------------------------------------------------------- stand-ins
+class TensorRef:
+    """A tile or tensor held by the interpreter: a handle; its shape, dtype and buffer are
+    asked for when first needed."""
+
+    __slots__ = ("_h", "_meta", "__weakref__")
+
+    def __init__(self, handle: int, meta: tuple | None = None) -> None:
+        self._h = handle
+        self._meta = meta
+
+    def __del__(self) -> None:
+        if CONN is not None:
+            CONN.free.append(self._h)
+
+    def _info(self) -> tuple:
+        if self._meta is None:
+            m = CONN.request({"op": "meta", "t": self._h})
+            self._meta = _meta(m)
+        return self._meta
+
+    shape = property(lambda self: self._info()[0])
+    dtype = property(lambda self: self._info()[1])
+    buffer = property(lambda self: self._info()[2])
+    ndim = property(lambda self: len(self._info()[0]))
+    itemsize = property(lambda self: self._info()[1].itemsize)
+
+    def __repr__(self) -> str:
+        shape, dtype, buffer = self._info()
+        return f"<nki tensor {shape} {core.dtype_name(dtype)} in {buffer}>"
+
+    def __len__(self) -> int:
+        return self._info()[0][0]
+
+    def __bool__(self) -> bool:
+        return bool(CONN.request({"op": "bool", "t": self._h}))
+
+    def __iter__(self):
+        return iter(CONN.request({"op": "iter", "t": self._h}))
+
+    def __getitem__(self, key: Any) -> Any:
+        return CONN.post({"op": "getitem", "t": self._h, "key": encode(key)})
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        CONN.post({"op": "setitem", "t": self._h, "key": encode(key), "value": encode(value)}, result=False)
+
+    def _method(self, name: str, *args: Any, **kw: Any) -> Any:
+        return CONN.post({"op": "method", "t": self._h, "name": name, "args": encode(list(args)), "kw": encode(kw)})
+
+    def reshape(self, *args: Any, **kw: Any) -> Any:
+        return self._method("reshape", *args, **kw)
+
+    def view(self, *args: Any, **kw: Any) -> Any:
+        return self._method("view", *args, **kw)
+
+    def broadcast_to(self, *args: Any, **kw: Any) -> Any:
+        return self._method("broadcast_to", *args, **kw)
+
+    def _bin(self, name: str, a: Any, b: Any) -> Any:
+        return CONN.post({"op": "binary", "name": name, "a": encode(a), "b": encode(b)})
+
+    def _inp(self, name: str, value: Any) -> "TensorRef":
+        CONN.post({"op": "inplace", "name": name, "t": self._h, "value": encode(value)}, result=False)
+        return self
+
+    def __add__(self, o): return self._bin("add", self, o)
+    def __radd__(self, o): return self._bin("add", o, self)
+    def __sub__(self, o): return self._bin("subtract", self, o)
+    def __rsub__(self, o): return self._bin("subtract", o, self)
+    def __mul__(self, o): return self._bin("multiply", self, o)
+    def __rmul__(self, o): return self._bin("multiply", o, self)
+    def __truediv__(self, o): return self._bin("divide", self, o)
+    def __rtruediv__(self, o): return self._bin("divide", o, self)
+    def __neg__(self): return self._bin("multiply", self, -1.0)
+    def __pow__(self, o): return self._bin("power", self, o)
+    def __iadd__(self, o): return self._inp("add", o)
+    def __isub__(self, o): return self._inp("subtract", o)
+    def __imul__(self, o): return self._inp("multiply", o)
+    def __itruediv__(self, o): return self._inp("divide", o)
+
+
+def _meta(m: Any) -> tuple:
+    shape, dtype, buffer = m
+    return tuple(int(s) for s in shape), core.DTYPES.get(dtype) or np.dtype(dtype), core.BufferKind(buffer)
+
+
+class RangeValues:
+    """A loop range's values in the order the interpreter chose (reversed affine_range in the
+    reorder check): iterable and sized, like the interpreter's own range, nothing more."""
+
+    __slots__ = ("_v",)
+
+    def __init__(self, spec: list[Any]) -> None:
+        start, stop, step, backwards = spec
+        r = range(int(start), int(stop), int(step))
+        self._v = r[::-1] if backwards else r
+
+    def __iter__(self):
+        return iter(self._v)
+
+    def __len__(self) -> int:
+        return len(self._v)
+
+    def __repr__(self) -> str:
+        return f"<nki range of {len(self._v)} iterations>"
+
+
+class Remote:
+    """An NKI function of the interpreter (``nisa.dma_copy``, ``nl.ndarray``, …)."""
+
+    def __init__(self, module: str, name: str) -> None:
+        self.module = module
+        self.name = name
+        self.__name__ = name
+
+    def __call__(self, *args: Any, **kw: Any) -> Any:
+        msg = {"op": "call", "mod": self.module, "name": self.name, "args": encode(list(args)), "kw": encode(kw)}
+        if self.name in VALUE_CALLS:
+            return CONN.request(msg)
+        return CONN.post(msg)
+
+    def __repr__(self) -> str:
+        return f"{'nl' if self.module.endswith('language') else 'nisa'}.{self.name}"
+
+
+class RemoteOp(Remote):
+    """An operator (``nl.add``, ``nl.exp``): passed as ``op=`` it travels by name."""
+
+
+class Kernel:
+    def __init__(self, func: Any) -> None:
+        self.func = func
+        self.__wrapped__ = func
+        self.__name__ = getattr(func, "__name__", "kernel")
+
+    def __call__(self, *args: Any, **kw: Any) -> Any:
+        return self.func(*args, **kw)
+
+    def __getitem__(self, grid: Any) -> Any:
+        return self.func
+
+
+def jit(func: Any = None, **options: Any) -> Any:
+    if func is None:
+        return lambda f: Kernel(f)
+    return Kernel(func)
+
+
+def _module(name: str, attrs: dict[str, Any]) -> types.ModuleType:
+    mod = types.ModuleType(name, "Stand-in for the NKI API: every call is a request to Autocomp's interpreter.")
+    mod.__dict__.update(attrs)
+    return mod
+
+
+def build_modules(style: str) -> dict[str, types.ModuleType]:
+    from autocomp.backends.nki.interp.install import _isa_attrs, _language_attrs
+
+    lang: dict[str, Any] = {}
+    for name, value in _language_attrs(style).items():
+        if name in LOCAL_LANGUAGE or not callable(value) or isinstance(value, (type, np.dtype, str)):
+            lang[name] = value
+        elif isinstance(value, isa.Op):
+            lang[name] = RemoteOp(f"{style}.language", name)
+        else:
+            lang[name] = Remote(f"{style}.language", name)
+    isa_attrs: dict[str, Any] = {}
+    for name, value in _isa_attrs(style).items():
+        if name == "get_nc_version" or not callable(value) or isinstance(value, (type, str)):
+            isa_attrs[name] = value
+        else:
+            isa_attrs[name] = Remote(f"{style}.isa", name)
+    prefix = "nki" if style == "new" else "neuronxcc.nki"
+    lmod = _module(prefix + ".language", lang)
+    imod = _module(prefix + ".isa", isa_attrs)
+    common = {"jit": jit, "baremetal": jit, "benchmark": jit, "profile": jit, "trace": jit, "language": lmod, "isa": imod}
+    if style == "new":
+        root = _module("nki", common)
+        root.__path__ = []
+        return {"nki": root, "nki.language": lmod, "nki.isa": imod}
+    nki_mod = _module("neuronxcc.nki", common)
+    nki_mod.__path__ = []
+    typing_mod = _module("neuronxcc.nki.typing", {"tensor": TensorRef})
+    nki_mod.typing = typing_mod
+    root = _module("neuronxcc", {"nki": nki_mod})
+    root.__path__ = []
+    ops = _module("torch_neuronx.xla_impl.ops", {"nki_jit": jit})
+    xla = _module("torch_neuronx.xla_impl", {"ops": ops})
+    xla.__path__ = []
+    tn = _module("torch_neuronx", {"nki_jit": jit, "xla_impl": xla})
+    tn.__path__ = []
+    return {"neuronxcc": root, "neuronxcc.nki": nki_mod, "neuronxcc.nki.language": lmod, "neuronxcc.nki.isa": imod,
+            "neuronxcc.nki.typing": typing_mod, "torch_neuronx": tn, "torch_neuronx.xla_impl": xla,
+            "torch_neuronx.xla_impl.ops": ops}
+
+
+# ---------------------------------------------------------------------------- values
+_UFUNC_NAMES = frozenset(set(isa.BINARY) | set(isa.UNARY) | {"sum", "max", "min", "prod", "amax", "amin", "mean",
+                                                            "true_divide", "power", "exp", "tanh", "sqrt", "log"})
+
+
+def encode(x: Any) -> Any:
+    """A value of kernel code as JSON (tensors as handles)."""
+    if x is None or isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
+        return x
+    if isinstance(x, core.BufferKind):
+        return {"buf": str(x)}
+    if isinstance(x, str):
+        return x
+    if isinstance(x, TensorRef):
+        return {"t": x._h}
+    if isinstance(x, RemoteOp):
+        return {"op": x.name}
+    if isinstance(x, Remote):
+        return {"fn": [x.module, x.name]}
+    if isinstance(x, np.generic):
+        if isinstance(x, np.bool_):
+            return bool(x)
+        if isinstance(x, np.integer):
+            return int(x)
+        if isinstance(x, np.floating) and x.dtype.itemsize <= 8 and x.dtype.kind == "f":
+            return float(x)
+    if isinstance(x, np.ndarray):
+        return {"nd": x.ravel().tolist(), "shape": list(x.shape), "dtype": str(x.dtype)}
+    if isinstance(x, np.dtype) or (isinstance(x, type) and issubclass(x, np.generic)):
+        return {"dt": core.dtype_name(np.dtype(x))}
+    if isinstance(x, np.ufunc) or (callable(x) and getattr(x, "__name__", None) in _UFUNC_NAMES
+                                   and getattr(x, "__module__", "") and "numpy" in str(getattr(x, "__module__", ""))):
+        return {"uf": x.__name__}
+    if isinstance(x, slice):
+        return {"S": [encode(x.start), encode(x.stop), encode(x.step)]}
+    if x is Ellipsis:
+        return {"E": 1}
+    if isinstance(x, tuple):
+        return {"T": [encode(e) for e in x]}
+    if isinstance(x, list):
+        return {"L": [encode(e) for e in x]}
+    if isinstance(x, dict):
+        return {"D": [[str(k), encode(v)] for k, v in x.items()]}
+    raise TypeError(f"a {type(x).__name__} cannot be passed to an NKI call")
+
+
+def decode(x: Any) -> Any:
+    if not isinstance(x, dict):
+        return x
+    if "t" in x:
+        return TensorRef(x["t"], _meta((x["shape"], x["dtype"], x["buf"])))
+    if "T" in x:
+        return tuple(decode(e) for e in x["T"])
+    if "L" in x:
+        return [decode(e) for e in x["L"]]
+    if "R" in x:
+        return RangeValues(x["R"])
+    if "nd" in x:
+        return np.array(x["nd"], dtype=x["dtype"]).reshape(x["shape"])
+    if "dt" in x:
+        return core.DTYPES.get(x["dt"]) or np.dtype(x["dt"])
+    if "buf" in x:
+        return core.BufferKind(x["buf"])
+    if "S" in x:
+        return slice(*(decode(e) for e in x["S"]))
+    if "E" in x:
+        return Ellipsis
+    if "D" in x:
+        return {k: decode(v) for k, v in x["D"]}
+    raise ValueError(f"unknown value {x!r} from the interpreter")
+
+
+# ---------------------------------------------------------------------------- main loop
+def _frames(tb: Any, kernel_file: str) -> str:
+    frames = [f for f in traceback.extract_tb(tb) if f.filename == kernel_file]
+    return "".join(f"  {kernel_file}:{f.lineno}: {f.line}\n" for f in frames[-3:])
+
+
+def _fail(exc: BaseException, path: str, stage: str) -> dict[str, Any]:
+    if isinstance(exc, NkiError):
+        return {"op": "fail", "error": {"kind": "nki", "message": exc.render(), "nki": exc.to_json()}}
+    if isinstance(exc, SyntaxError) and stage == "load":
+        return {"op": "fail", "error": {"kind": "compile", "message": f"{path}:{exc.lineno}: {exc.msg}",
+                                        "line": exc.lineno or 0}}
+    if isinstance(exc, RecursionError):
+        return {"op": "fail", "error": {"kind": "runtime", "message": "recursion too deep"}}
+    if stage == "load":
+        return {"op": "fail", "error": {"kind": "import", "message":
+                                        f"loading {path} failed: {type(exc).__name__}: {exc}\n{_frames(exc.__traceback__, path)}"}}
+    return {"op": "fail", "error": {"kind": "runtime", "message":
+                                    f"{type(exc).__name__}: {exc}\n{_frames(exc.__traceback__, path)}".strip()}}
+
+
+def main() -> int:
+    return serve(int(sys.argv[1]), int(sys.argv[2]))
+
+
+def serve(req_fd: int, rep_fd: int) -> int:
+    """Install the stand-in modules and answer the interpreter's commands until ``exit``."""
+    global CONN
+    CONN = conn = Conn(req_fd, rep_fd)
+    for name in [m for m in sys.modules if m in ("nki", "neuronxcc", "torch_neuronx")
+                 or m.startswith(("nki.", "neuronxcc.", "torch_neuronx."))]:
+        del sys.modules[name]
+    for style in ("new", "old"):
+        sys.modules.update(build_modules(style))
+    fn = None
+    while True:
+        cmd = conn.recv()
+        kind = cmd.get("cmd")
+        if kind == "load":
+            path = conn.kernel_file = cmd["file"]
+            if cmd.get("source_dir"):
+                sys.path.append(cmd["source_dir"])
+            try:
+                # Compiled from the text the interpreter sent, never from the file or a .pyc.
+                module = types.ModuleType("autocomp_nki_kernel")
+                module.__file__ = path
+                sys.modules["autocomp_nki_kernel"] = module
+                exec(compile(str(cmd["source"]), path, "exec", dont_inherit=True), module.__dict__)
+                fn = getattr(module, cmd["function"], None)
+                if fn is None:
+                    conn.send({"op": "fail", "error": {"kind": "import", "message": f"{path} has no function {cmd['function']!r}"}},
+                              flush=True)
+                    continue
+                fn = getattr(fn, "func", fn)
+                import inspect
+
+                names = list(inspect.signature(fn).parameters)
+                grid = getattr(module, "GRID", ())
+                grid = [int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,))]
+                conn.send({"op": "ready", "names": names, "grid": grid}, flush=True)
+            except BaseException as exc:  # noqa: BLE001 - everything is reported
+                conn.send(_fail(exc, path, "load"), flush=True)
+        elif kind == "run":
+            try:
+                args = [decode(a) for a in cmd["args"]]
+                kwargs = {k: decode(v) for k, v in cmd.get("kwargs", {}).items()}
+                result = fn(*args, **kwargs)
+                msg = {"op": "return", "value": encode(result)}
+            except BaseException as exc:  # noqa: BLE001
+                msg = _fail(exc, conn.kernel_file, "run")
+            conn.send(msg, flush=True)
+            args = kwargs = result = None  # noqa: F841 - drop the handles (freed with the next message)
+        else:
+            return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

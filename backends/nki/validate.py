@@ -1,0 +1,744 @@
+"""An allowlist for the NKI language subset, checked on the parsed AST of a candidate file.
+
+The Neuron compiler traces a kernel: calls into ``nki.language`` / ``nki.isa``, Python
+arithmetic on shapes and indices, loops over NKI ranges, tile indexing, and helper functions
+that do the same. That subset is all a candidate may use. Everything else is refused with
+the line: imports other than the NKI modules, NumPy dtypes/ops, ``ml_dtypes`` and ``math``;
+modules used as values; dunder and private names and attributes; attribute access on
+anything but an NKI module, a tile or one of a few known attributes; ``getattr``/``eval``/
+``open``/… (any builtin outside a small set); default arguments that are not constants;
+``global``/``nonlocal``; writes to module-level objects; lambdas, nested functions, classes,
+``try``/``with``/``while``; decorators other than ``@nki.jit``.
+
+This is the second line of defence. The first is by construction: the kernel's Python runs
+in a process of its own (:mod:`autocomp.backends.nki.tracer`) that holds handles, never
+tensor values, the trace or the result channel, inside the OS sandbox (no network, no
+environment, no host files, its own PID namespace); the interpreter streams each instruction
+to the parent, which computes the cost. A construct this allowlist misses can therefore
+reach neither the host nor the verdict; the allowlist keeps candidates inside what the
+Neuron compiler accepts and names the offending line.
+
+What is trusted: top-level statements of the original file that the candidate file keeps
+unchanged (the original kernel is the oracle; its file's imports, ``get_inputs`` and
+``if __name__ == "__main__":`` block are the user's). Function bodies are never trusted:
+the kernel and every function it calls are checked, whoever wrote them.
+"""
+
+from __future__ import annotations
+
+import ast
+import types
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Iterable
+
+# Builtins a kernel may call (never use as values): shape arithmetic and loop helpers.
+SAFE_BUILTINS = frozenset({
+    "range", "len", "min", "max", "abs", "int", "float", "bool", "tuple", "list", "enumerate", "zip", "divmod",
+    "round", "print",
+})
+# Exception classes a kernel may raise (``raise ValueError("shape")``), only in ``raise``.
+RAISABLE = frozenset({"ValueError", "AssertionError", "NotImplementedError", "TypeError", "RuntimeError"})
+# Attributes of values (tiles, tensors, dtypes, index grids) a kernel may read.
+VALUE_ATTRS = frozenset({"shape", "dtype", "ndim", "buffer", "itemsize", "reshape", "view", "broadcast_to", "p", "x", "y"})
+VALUE_METHODS = frozenset({"reshape", "view", "broadcast_to"})
+# Decorators that mark a kernel (all run the kernel as written).
+JIT_NAMES = frozenset({"jit", "baremetal", "benchmark", "profile", "trace", "nki_jit"})
+NUMPY_DTYPES = frozenset({
+    "float32", "float16", "bfloat16", "float64", "int64", "int32", "int16", "int8", "uint64", "uint32", "uint16",
+    "uint8", "bool_", "float8_e4m3", "float8_e5m2", "float8_e4m3fn",
+})
+MATH_NAMES = frozenset({"ceil", "floor", "prod", "gcd", "isqrt", "sqrt", "log2", "exp", "pi", "e", "inf"})
+_DANGEROUS = frozenset({
+    "getattr", "setattr", "delattr", "hasattr", "eval", "exec", "compile", "open", "globals", "locals", "vars", "dir",
+    "__import__", "type", "object", "super", "id", "input", "breakpoint", "memoryview", "classmethod", "staticmethod",
+    "property", "exit", "quit", "help", "callable", "iter", "next", "map", "filter", "sorted", "reversed", "format",
+    "repr", "str", "bytes", "bytearray", "dict", "set", "frozenset", "slice", "isinstance", "issubclass", "hash",
+})
+ALLOWED_MODULES = ("nki", "neuronxcc", "numpy", "ml_dtypes", "math", "torch_neuronx", "__future__")
+
+
+@dataclass
+class Issue:
+    line: int  # 1-based line in the file
+    message: str
+
+
+# ---------------------------------------------------------------------------- the API tree
+class Api:
+    """A node of the NKI API: a module or namespace (``children``) or a leaf object.
+
+    ``call`` says whether a leaf may be called, ``value`` whether it may be used as a value
+    (passed as ``op=``/``dtype=``); ``decorator`` marks ``jit`` and friends."""
+
+    def __init__(self, name: str, children: dict[str, "Api"] | None = None, *, call: bool = False, value: bool = False,
+                 decorator: bool = False, module: bool = False) -> None:
+        self.name = name
+        self.children = children
+        self.call = call
+        self.value = value
+        self.decorator = decorator
+        self.module = module
+
+
+def _leaf_tree(name: str, obj: Any) -> Api:
+    if isinstance(obj, types.SimpleNamespace) or (isinstance(obj, type) and name.endswith(".tile_size")):
+        kids = {k: Api(f"{name}.{k}", value=True) for k, v in vars(obj).items()
+                if not k.startswith("_") and isinstance(v, (int, float, str))}
+        return Api(name, kids)
+    return Api(name, call=callable(obj) and not isinstance(obj, str), value=True)
+
+
+@lru_cache(maxsize=None)
+def api_tree(style: str) -> Api:
+    """The interpreter's ``nki`` (style "new") or ``neuronxcc.nki`` (style "old") module as a tree."""
+    from autocomp.backends.nki.interp.install import _isa_attrs, _language_attrs
+
+    prefix = "nki" if style == "new" else "neuronxcc.nki"
+    lang = Api(f"{prefix}.language", {k: _leaf_tree(f"nl.{k}", v) for k, v in _language_attrs(style).items()
+                                      if not k.startswith("_")}, module=True)
+    isa = Api(f"{prefix}.isa", {k: _leaf_tree(f"nisa.{k}", v) for k, v in _isa_attrs(style).items()
+                                if not k.startswith("_")}, module=True)
+    kids: dict[str, Api] = {"language": lang, "isa": isa}
+    for name in JIT_NAMES - {"nki_jit"}:
+        kids[name] = Api(f"{prefix}.{name}", decorator=True)
+    if style == "old":
+        kids["typing"] = Api(f"{prefix}.typing", {"tensor": Api("nt.tensor", value=True)}, module=True)
+    return Api(prefix, kids, module=True)
+
+
+def _numpy_tree() -> Api:
+    from autocomp.backends.nki.interp import isa
+
+    ops = set(isa.BINARY) | set(isa.UNARY) | {"sum", "max", "min", "prod", "amax", "amin", "mean", "true_divide",
+                                              "power", "maximum", "minimum", "exp", "tanh", "sqrt", "log", "newaxis"}
+    kids = {n: Api(f"np.{n}", value=True) for n in NUMPY_DTYPES | ops}
+    return Api("numpy", kids, module=True)
+
+
+def _root_for(module: str) -> Api | None:
+    """The tree node an imported dotted module name stands for."""
+    parts = module.split(".")
+    if parts[0] == "nki":
+        node: Api | None = api_tree("new")
+        rest = parts[1:]
+    elif parts[0] == "neuronxcc":
+        node = Api("neuronxcc", {"nki": api_tree("old")}, module=True)
+        rest = parts[1:]
+    elif parts[0] == "numpy":
+        node, rest = _numpy_tree(), parts[1:]
+    elif parts[0] == "ml_dtypes":
+        node = Api("ml_dtypes", {n: Api(f"ml_dtypes.{n}", value=True) for n in NUMPY_DTYPES}, module=True)
+        rest = parts[1:]
+    elif parts[0] == "math":
+        import math
+
+        node = Api("math", {n: Api(f"math.{n}", call=callable(getattr(math, n)), value=not callable(getattr(math, n)))
+                            for n in MATH_NAMES}, module=True)
+        rest = parts[1:]
+    elif parts[0] == "torch_neuronx":
+        jit = Api("nki_jit", decorator=True)
+        ops = Api("torch_neuronx.xla_impl.ops", {"nki_jit": jit}, module=True)
+        node = Api("torch_neuronx", {"nki_jit": jit, "xla_impl": Api("xla_impl", {"ops": ops}, module=True)}, module=True)
+        rest = parts[1:]
+    else:
+        return None
+    for p in rest:
+        if node is None or not node.children or p not in node.children:
+            return None
+        node = node.children[p]
+    return node
+
+
+# ---------------------------------------------------------------------------- module scan
+@dataclass
+class Binding:
+    node: ast.stmt
+    kind: str  # "import", "def", "const", "other"
+    trusted: bool
+    api: Api | None = None  # for "import": what the name stands for (None: a foreign module)
+
+
+def _is_main_guard(node: ast.stmt) -> bool:
+    return (isinstance(node, ast.If) and isinstance(node.test, ast.Compare) and isinstance(node.test.left, ast.Name)
+            and node.test.left.id == "__name__" and len(node.test.ops) == 1 and isinstance(node.test.ops[0], ast.Eq)
+            and isinstance(node.test.comparators[0], ast.Constant) and node.test.comparators[0].value == "__main__")
+
+
+def _bound_names(target: ast.AST) -> list[str]:
+    return [n.id for n in ast.walk(target) if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del))]
+
+
+class Validator:
+    """Checks one candidate file. ``trusted_dumps``: ``ast.dump`` of the original file's
+    top-level statements (kept unchanged, they are the user's own code)."""
+
+    def __init__(self, tree: ast.Module, kernel: str, trusted_dumps: set[str]) -> None:
+        self.tree = tree
+        self.kernel = kernel
+        self.trusted_dumps = trusted_dumps
+        self.issues: list[Issue] = []
+        self.bindings: dict[str, list[Binding]] = {}
+        self.checked: set[str] = set()
+        self._seen: set[tuple[int, str]] = set()
+        self.style: set[str] = set()
+
+    # -- reporting ----------------------------------------------------------------------
+    def issue(self, node: ast.AST, message: str) -> None:
+        key = (getattr(node, "lineno", 0), message)
+        if key not in self._seen:
+            self._seen.add(key)
+            self.issues.append(Issue(getattr(node, "lineno", 0), message))
+
+    # -- module level -------------------------------------------------------------------
+    def run(self) -> list[Issue]:
+        for stmt in self.tree.body:
+            trusted = ast.dump(stmt) in self.trusted_dumps
+            self._bind_module_stmt(stmt, trusted)
+            if not trusted:
+                self._check_module_stmt(stmt)
+        kernels = self.bindings.get(self.kernel, [])
+        if not kernels:
+            self.issues.append(Issue(1, f"the file has no kernel function {self.kernel!r}"))
+        self._check_callee(self.kernel, self.tree)
+        self.issues.sort(key=lambda i: i.line)
+        return self.issues
+
+    def _bind(self, name: str, binding: Binding) -> None:
+        self.bindings.setdefault(name, []).append(binding)
+
+    def _bind_module_stmt(self, stmt: ast.stmt, trusted: bool, nested: bool = False) -> None:
+        if isinstance(stmt, ast.Import):
+            for a in stmt.names:
+                if a.asname:
+                    self._bind(a.asname, Binding(stmt, "import", trusted, _root_for(a.name)))
+                else:
+                    top = a.name.split(".")[0]
+                    self._bind(top, Binding(stmt, "import", trusted, _root_for(top)))
+            self._note_style(stmt)
+        elif isinstance(stmt, ast.ImportFrom):
+            for a in stmt.names:
+                api = None if stmt.level or not stmt.module else _root_for(f"{stmt.module}.{a.name}")
+                if stmt.module == "__future__":
+                    continue
+                self._bind(a.asname or a.name, Binding(stmt, "import", trusted, api))
+            self._note_style(stmt)
+        elif isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            kind = "def" if isinstance(stmt, ast.FunctionDef) and not nested else "other"
+            self._bind(stmt.name, Binding(stmt, kind, trusted))
+        elif isinstance(stmt, ast.Assign) and not nested:
+            const = _immutable_const(stmt.value, self)
+            for t in stmt.targets:
+                for name in _bound_names(t):
+                    self._bind(name, Binding(stmt, "const" if const and isinstance(t, ast.Name) else "other", trusted))
+        elif isinstance(stmt, ast.ClassDef):
+            self._bind(stmt.name, Binding(stmt, "other", trusted))
+        else:
+            # Compound statements at module level: every name they bind counts as non-constant.
+            for node in ast.walk(stmt):
+                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    self._bind(node.name, Binding(stmt, "other", trusted))
+                elif isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                    self._bind(node.id, Binding(stmt, "other", trusted))
+                elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                    for a in node.names:
+                        self._bind(a.asname or a.name.split(".")[0], Binding(stmt, "other", trusted))
+                    self._note_style(node)
+
+    def _note_style(self, stmt: ast.Import | ast.ImportFrom) -> None:
+        names = [a.name for a in stmt.names] if isinstance(stmt, ast.Import) else [stmt.module or ""]
+        for n in names:
+            if n == "nki" or n.startswith("nki."):
+                self.style.add("new")
+            elif n.startswith("neuronxcc"):
+                self.style.add("old")
+
+    def _check_module_stmt(self, stmt: ast.stmt) -> None:
+        """A top-level statement the candidate wrote (not kept from the original file)."""
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            return  # docstring
+        if isinstance(stmt, ast.Import):
+            for a in stmt.names:
+                if a.name.split(".")[0] not in ALLOWED_MODULES or _root_for(a.name) is None:
+                    self.issue(stmt, f"`import {a.name}` is not allowed: a candidate may import only the NKI modules, "
+                                     "numpy, ml_dtypes and math")
+            return
+        if isinstance(stmt, ast.ImportFrom):
+            if stmt.module == "__future__":
+                return
+            for a in stmt.names:
+                if stmt.level or not stmt.module or _root_for(f"{stmt.module}.{a.name}") is None:
+                    self.issue(stmt, f"`from {'.' * stmt.level}{stmt.module or ''} import {a.name}` is not allowed: a "
+                                     "candidate may import only the NKI modules, numpy, ml_dtypes and math")
+            return
+        if isinstance(stmt, ast.Assign):
+            for t in stmt.targets:
+                if not isinstance(t, ast.Name):
+                    self.issue(stmt, "module-level assignments may only bind plain names")
+                else:
+                    self._check_store_name(t, module=True)
+            if not _const_expr(stmt.value, self, mutable_ok=True):
+                self.issue(stmt, "module-level values must be constants (numbers, strings, tuples, dtypes); "
+                                 "compute inside the kernel")
+            return
+        if isinstance(stmt, ast.FunctionDef):
+            self._check_signature(stmt)
+            return
+        if _is_main_guard(stmt):
+            return  # never runs: the evaluator loads the file under another module name
+        self.issue(stmt, f"`{_stmt_name(stmt)}` is not allowed at module level in a candidate")
+
+    # -- functions ----------------------------------------------------------------------
+    def _check_signature(self, fn: ast.FunctionDef) -> None:
+        for dec in fn.decorator_list:
+            target = dec.func if isinstance(dec, ast.Call) else dec
+            api = self._api_of(target)
+            if api is None or not api.decorator:
+                self.issue(dec, "only @nki.jit (and its variants) may decorate a function in a candidate")
+            if isinstance(dec, ast.Call):
+                for arg in list(dec.args) + [k.value for k in dec.keywords]:
+                    if not _const_expr(arg, self):
+                        self.issue(dec, "decorator arguments must be constants")
+        args = fn.args
+        for d in list(args.defaults) + [d for d in args.kw_defaults if d is not None]:
+            if not _const_expr(d, self):
+                self.issue(d, f"default argument of {fn.name!r} must be an immutable constant (number, string, None, "
+                              "tuple, dtype): defaults keep state between calls")
+        for a in args.posonlyargs + args.args + args.kwonlyargs + [x for x in (args.vararg, args.kwarg) if x]:
+            if a.arg.startswith("__"):
+                self.issue(a, f"parameter name `{a.arg}` is not allowed")
+            if a.annotation is not None:
+                self._check_annotation(a.annotation)
+        if fn.returns is not None:
+            self._check_annotation(fn.returns)
+
+    def _check_annotation(self, node: ast.expr) -> None:
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Attribute) and sub.attr.startswith("_"):
+                self.issue(sub, f"attribute `.{sub.attr}` is not allowed")
+            elif isinstance(sub, ast.Name) and sub.id.startswith("__"):
+                self.issue(sub, f"`{sub.id}` is not allowed")
+            elif isinstance(sub, (ast.Call, ast.Lambda, ast.NamedExpr, ast.ListComp, ast.GeneratorExp, ast.DictComp,
+                                  ast.SetComp, ast.Await, ast.Yield, ast.YieldFrom)):
+                self.issue(sub, "annotations may only name types")
+
+    def _check_callee(self, name: str, at: ast.AST) -> None:
+        """``name`` is called from checked code: it must be a function of this file, and pass."""
+        if name in self.checked:
+            return
+        self.checked.add(name)
+        bindings = self.bindings.get(name, [])
+        if not bindings:
+            return
+        for b in bindings:
+            if b.kind != "def":
+                self.issue(b.node if not b.trusted else at,
+                           f"`{name}` is called from the kernel but is not a plain function defined in this file")
+                continue
+            self._check_signature(b.node)  # type: ignore[arg-type]
+            FunctionChecker(self, b.node).run()  # type: ignore[arg-type]
+
+    # -- names --------------------------------------------------------------------------
+    def module_name(self, name: str) -> str:
+        """What a module-level name is: "api", "foreign", "def", "const", "other" or "" (unbound)."""
+        bindings = self.bindings.get(name, [])
+        if not bindings:
+            return ""
+        kinds = {b.kind for b in bindings}
+        if kinds == {"import"}:
+            return "api" if all(b.api is not None for b in bindings) else "foreign"
+        if kinds == {"def"}:
+            return "def"
+        if kinds == {"const"}:
+            return "const"
+        return "other"
+
+    def api_name(self, name: str) -> Api | None:
+        bindings = self.bindings.get(name, [])
+        if bindings and all(b.kind == "import" and b.api is not None for b in bindings):
+            apis = {b.api.name for b in bindings if b.api is not None}
+            if len(apis) == 1:
+                return bindings[-1].api
+        return None
+
+    def _api_of(self, node: ast.expr) -> Api | None:
+        """The API node an expression names (``nl``, ``nl.add``, ``nki.language.tile_size.pmax``), or None."""
+        chain: list[str] = []
+        while isinstance(node, ast.Attribute):
+            chain.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name):
+            return None
+        api = self.api_name(node.id)
+        for attr in reversed(chain):
+            if api is None or not api.children or attr not in api.children:
+                return None
+            api = api.children[attr]
+        return api
+
+    def _check_store_name(self, target: ast.Name, module: bool = False) -> None:
+        if target.id.startswith("__"):
+            self.issue(target, f"assigning to `{target.id}` is not allowed")
+        elif self.api_name(target.id) is not None or self.module_name(target.id) == "foreign":
+            self.issue(target, f"`{target.id}` names a module; it cannot be reassigned")
+
+
+def _stmt_name(stmt: ast.AST) -> str:
+    names = {
+        ast.While: "while", ast.Try: "try", ast.With: "with", ast.Raise: "raise", ast.Global: "global",
+        ast.Nonlocal: "nonlocal", ast.Import: "import", ast.ImportFrom: "from ... import", ast.ClassDef: "class",
+        ast.Delete: "del", ast.AsyncFunctionDef: "async def", ast.AsyncFor: "async for", ast.AsyncWith: "async with",
+        ast.FunctionDef: "def", ast.Lambda: "lambda", ast.If: "if", ast.For: "for", ast.Expr: "expression",
+    }
+    for cls, name in names.items():
+        if isinstance(stmt, cls):
+            return name
+    if hasattr(ast, "TryStar") and isinstance(stmt, ast.TryStar):  # pragma: no cover - 3.11+
+        return "try"
+    if hasattr(ast, "Match") and isinstance(stmt, ast.Match):
+        return "match"
+    return type(stmt).__name__
+
+
+def _const_expr(node: ast.expr, v: Validator, mutable_ok: bool = False) -> bool:
+    """A constant a module-level value, default or decorator argument may hold."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.Tuple) or (mutable_ok and isinstance(node, (ast.List, ast.Set))):
+        return all(_const_expr(e, v, mutable_ok) for e in node.elts)
+    if mutable_ok and isinstance(node, ast.Dict):
+        return all(k is not None and _const_expr(k, v, mutable_ok) for k in node.keys) and all(
+            _const_expr(x, v, mutable_ok) for x in node.values)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Not, ast.Invert)):
+        return _const_expr(node.operand, v, mutable_ok)
+    if isinstance(node, ast.BinOp) and not isinstance(node.op, ast.MatMult):
+        return _const_expr(node.left, v, mutable_ok) and _const_expr(node.right, v, mutable_ok)
+    if isinstance(node, ast.Attribute):
+        api = v._api_of(node)
+        return api is not None and api.value and not api.module and not api.children
+    if isinstance(node, ast.Name):
+        return not node.id.startswith("_") and v.module_name(node.id) == "const"
+    return False
+
+
+def _immutable_const(node: ast.expr, v: Validator) -> bool:
+    return _const_expr(node, v, mutable_ok=False)
+
+
+# ---------------------------------------------------------------------------- function bodies
+class FunctionChecker:
+    """Walks one function body with the subset's rules."""
+
+    def __init__(self, v: Validator, fn: ast.FunctionDef) -> None:
+        self.v = v
+        self.fn = fn
+        self.locals: set[str] = set()
+        a = fn.args
+        for arg in a.posonlyargs + a.args + a.kwonlyargs + [x for x in (a.vararg, a.kwarg) if x]:
+            self.locals.add(arg.arg)
+        for node in ast.walk(fn):
+            if node is fn:
+                continue
+            if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+                self.locals.add(node.id)
+
+    def issue(self, node: ast.AST, msg: str) -> None:
+        if self.fn.name != self.v.kernel:
+            msg = f"in `{self.fn.name}` (called from the kernel, so held to the same rules): {msg}"
+        self.v.issue(node, msg)
+
+    def run(self) -> None:
+        for name in self.locals:
+            if name.startswith("__"):
+                self.issue(self.fn, f"the name `{name}` is not allowed")
+            elif self.v.api_name(name) is not None or self.v.module_name(name) == "foreign":
+                self.issue(self.fn, f"`{name}` names a module in this file; a kernel cannot rebind it")
+        self.body(self.fn.body)
+
+    # -- statements ---------------------------------------------------------------------
+    def body(self, stmts: Iterable[ast.stmt]) -> None:
+        for s in stmts:
+            self.stmt(s)
+
+    def stmt(self, s: ast.stmt) -> None:
+        if isinstance(s, ast.Assign):
+            for t in s.targets:
+                self.target(t)
+            self.expr(s.value)
+        elif isinstance(s, ast.AugAssign):
+            self.target(s.target)
+            self.expr(s.value)
+        elif isinstance(s, ast.AnnAssign):
+            self.target(s.target)
+            self.v._check_annotation(s.annotation)
+            if s.value is not None:
+                self.expr(s.value)
+        elif isinstance(s, ast.Expr):
+            if not isinstance(s.value, ast.Constant):
+                self.expr(s.value)
+        elif isinstance(s, ast.Return):
+            if s.value is not None:
+                self.expr(s.value)
+        elif isinstance(s, ast.If):
+            self.expr(s.test)
+            self.body(s.body)
+            self.body(s.orelse)
+        elif isinstance(s, ast.For):
+            self.target(s.target)
+            self.expr(s.iter)
+            self.body(s.body)
+            self.body(s.orelse)
+        elif isinstance(s, (ast.Pass, ast.Break, ast.Continue)):
+            pass
+        elif isinstance(s, ast.Assert):
+            self.expr(s.test)
+            if s.msg is not None:
+                self.expr(s.msg)
+        elif isinstance(s, ast.Raise):
+            exc = s.exc
+            if s.cause is not None or exc is None:
+                self.issue(s, "only `raise ValueError(...)` (or AssertionError, TypeError, ...) is allowed")
+            elif isinstance(exc, ast.Call) and isinstance(exc.func, ast.Name) and exc.func.id in RAISABLE \
+                    and exc.func.id not in self.locals and not self.v.bindings.get(exc.func.id):
+                for a in exc.args:
+                    self.expr(a)
+                if exc.keywords:
+                    self.issue(s, "exception arguments must be positional")
+            else:
+                self.issue(s, "only `raise ValueError(...)` (or AssertionError, TypeError, ...) is allowed")
+        elif isinstance(s, ast.While):
+            self.issue(s, "`while` loops are not part of the NKI subset; loop over nl.affine_range / nl.sequential_range")
+        elif isinstance(s, (ast.Try,) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())):
+            self.issue(s, "`try` is not allowed in a kernel: it could swallow the interpreter's constraint errors")
+        elif isinstance(s, (ast.Global, ast.Nonlocal)):
+            self.issue(s, f"`{_stmt_name(s)}` is not allowed in a kernel: kernels keep no state outside a call")
+        elif isinstance(s, (ast.Import, ast.ImportFrom)):
+            self.issue(s, "imports inside the kernel are not allowed; use the file's NKI imports")
+        elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            self.issue(s, f"`{_stmt_name(s)}` inside a kernel is not allowed; define helpers at module level")
+        else:
+            self.issue(s, f"`{_stmt_name(s)}` is not part of the NKI subset a kernel may use")
+
+    def target(self, t: ast.expr) -> None:
+        if isinstance(t, ast.Name):
+            self.v._check_store_name(t)
+        elif isinstance(t, (ast.Tuple, ast.List)):
+            for e in t.elts:
+                self.target(e)
+        elif isinstance(t, ast.Starred):
+            self.target(t.value)
+        elif isinstance(t, ast.Subscript):
+            base = t.value
+            while isinstance(base, ast.Subscript):
+                self.expr(base.slice)
+                base = base.value
+            if not (isinstance(base, ast.Name) and base.id in self.locals):
+                self.issue(t, "only tiles held in local variables can be assigned into (`tile[...] = ...`); "
+                              "module-level objects cannot be modified")
+            self.expr(t.value)
+            self.expr(t.slice)
+        elif isinstance(t, ast.Attribute):
+            self.issue(t, f"assigning to an attribute (`.{t.attr} = ...`) is not allowed in a kernel")
+        else:
+            self.issue(t, "this assignment target is not allowed in a kernel")
+
+    # -- expressions --------------------------------------------------------------------
+    def expr(self, e: ast.expr | None, call: bool = False) -> None:
+        if e is None:
+            return
+        if isinstance(e, ast.Constant):
+            return
+        if isinstance(e, ast.Name):
+            self.name(e, call)
+        elif isinstance(e, ast.Attribute):
+            self.attribute(e, call)
+        elif isinstance(e, ast.Call):
+            self.call_(e)
+        elif isinstance(e, ast.Subscript):
+            self.expr(e.value)
+            self.expr(e.slice)
+        elif isinstance(e, ast.Slice):
+            self.expr(e.lower)
+            self.expr(e.upper)
+            self.expr(e.step)
+        elif isinstance(e, (ast.Tuple, ast.List, ast.Set)):
+            for x in e.elts:
+                self.expr(x)
+        elif isinstance(e, ast.Dict):
+            for k, x in zip(e.keys, e.values):
+                self.expr(k)
+                self.expr(x)
+        elif isinstance(e, ast.BinOp):
+            self.expr(e.left)
+            self.expr(e.right)
+        elif isinstance(e, ast.UnaryOp):
+            self.expr(e.operand)
+        elif isinstance(e, ast.BoolOp):
+            for x in e.values:
+                self.expr(x)
+        elif isinstance(e, ast.Compare):
+            self.expr(e.left)
+            for x in e.comparators:
+                self.expr(x)
+        elif isinstance(e, ast.IfExp):
+            self.expr(e.test)
+            self.expr(e.body)
+            self.expr(e.orelse)
+        elif isinstance(e, ast.Starred):
+            self.expr(e.value)
+        elif isinstance(e, (ast.ListComp, ast.GeneratorExp)):
+            for gen in e.generators:
+                if gen.is_async:
+                    self.issue(e, "async comprehensions are not allowed")
+                self.target(gen.target)
+                self.expr(gen.iter)
+                for cond in gen.ifs:
+                    self.expr(cond)
+            self.expr(e.elt)
+        elif isinstance(e, ast.JoinedStr):
+            for x in e.values:
+                self.expr(x)
+        elif isinstance(e, ast.FormattedValue):
+            self.expr(e.value)
+            self.expr(e.format_spec)
+        elif isinstance(e, ast.Lambda):
+            self.issue(e, "`lambda` is not allowed in a kernel; define a helper function at module level")
+        else:
+            self.issue(e, f"`{type(e).__name__}` expressions are not part of the NKI subset a kernel may use")
+
+    def name(self, e: ast.Name, call: bool) -> None:
+        n = e.id
+        if n.startswith("__"):
+            self.issue(e, f"`{n}` is not allowed in a kernel")
+            return
+        if n in self.locals:
+            if call:
+                self.issue(e, f"`{n}` is a local value and cannot be called; call NKI functions, helpers or "
+                              f"{', '.join(sorted(SAFE_BUILTINS))}")
+            return
+        kind = self.v.module_name(n)
+        if kind == "api":
+            api = self.v.api_name(n)
+            if api is not None and call and api.call:
+                return
+            if api is not None and not call and api.value and not api.module and not api.children:
+                return
+            if api is not None and api.decorator:
+                self.issue(e, f"`{n}` is a decorator; it cannot be used inside a kernel")
+            elif api is not None and (api.module or api.children):
+                self.issue(e, f"`{n}` is a module: use its functions (`{n}.name(...)`), never the module as a value")
+            else:
+                self.issue(e, f"`{n}` cannot be {'called' if call else 'used as a value'} in a kernel")
+        elif kind == "foreign":
+            self.issue(e, f"`{n}` is a module outside the NKI API; kernels may use only nki.language, nki.isa, "
+                          "NumPy dtypes and ops, and math")
+        elif kind == "def":
+            if call:
+                self.v._check_callee(n, e)
+            else:
+                self.issue(e, f"the function `{n}` can only be called, not used as a value")
+        elif kind == "const":
+            if call:
+                self.issue(e, f"`{n}` is a constant and cannot be called")
+        elif kind == "other":
+            self.issue(e, f"module-level `{n}` is not a constant (numbers, strings, tuples, dtypes); kernels may "
+                          "read only constants from module level and cannot share state between calls")
+        elif n in SAFE_BUILTINS:
+            if not call:
+                self.issue(e, f"the builtin `{n}` can only be called, not used as a value")
+        elif n in _DANGEROUS:
+            self.issue(e, f"`{n}` is not allowed in a kernel (only the NKI API and plain Python arithmetic)")
+        else:
+            self.issue(e, f"`{n}` is not defined in the kernel or is not allowed there")
+
+    def attribute(self, e: ast.Attribute, call: bool) -> None:
+        if e.attr.startswith("_"):
+            self.issue(e, f"{'dunder' if e.attr.startswith('__') else 'private'} attribute `.{e.attr}` is not allowed "
+                          "in a kernel")
+            return
+        base = e
+        while isinstance(base, ast.Attribute):
+            base = base.value
+        if isinstance(base, ast.Name) and base.id not in self.locals and self.v.module_name(base.id) in ("api", "foreign"):
+            if self.v.module_name(base.id) == "foreign":
+                self.issue(e, f"`{base.id}` is a module outside the NKI API; kernels may use only nki.language, "
+                              "nki.isa, NumPy dtypes and ops, and math")
+                return
+            api = self.v._api_of(e)
+            text = _dotted(e)
+            if api is None:
+                root = self.v.api_name(base.id)
+                if root is not None and root.name == "numpy":
+                    self.issue(e, f"`{text}` is not allowed: kernels use NumPy only for dtypes and as `op=` values; "
+                                  "compute with NKI instructions, not on the host")
+                else:
+                    self.issue(e, f"`{text}` is not part of the NKI API this evaluator knows")
+                return
+            if call and not api.call:
+                if api.name.startswith("np."):
+                    self.issue(e, f"`{text}(...)` computes on the host with NumPy; kernels compute with NKI "
+                                  "instructions (NumPy ops may only be passed as `op=`)")
+                elif api.decorator:
+                    self.issue(e, f"`{text}` is a decorator; it cannot be called inside a kernel")
+                else:
+                    self.issue(e, f"`{text}` cannot be called")
+                return
+            if not call and (api.module or api.decorator or (api.children and not api.value)):
+                self.issue(e, f"`{text}` is a module or namespace; it cannot be used as a value in a kernel")
+                return
+            if not call and not api.value:
+                self.issue(e, f"`{text}` can only be called, not used as a value")
+                return
+            if self.v.style == {"new"} and e.attr in _OLDER_ONLY and api.name.startswith("nl."):
+                self.issue(e, f"`{text}` belongs to the older neuronxcc.nki API; with `import nki` use nisa "
+                              "instructions with dst=")
+            return
+        # An attribute of a value (tile, tensor, dtype, index grid).
+        if e.attr not in VALUE_ATTRS:
+            self.issue(e, f"attribute `.{e.attr}` is not allowed in a kernel; tiles offer "
+                          f"{', '.join(sorted(VALUE_ATTRS - {'p', 'x', 'y'}))} (and .p/.x/.y of nl.mgrid)")
+        elif call and e.attr not in VALUE_METHODS:
+            self.issue(e, f"`.{e.attr}` cannot be called")
+        self.expr(e.value)
+
+    def call_(self, e: ast.Call) -> None:
+        if isinstance(e.func, (ast.Name, ast.Attribute)):
+            self.expr(e.func, call=True)
+        else:
+            self.issue(e, "only NKI functions, helper functions of this file and a few builtins can be called")
+            self.expr(e.func)
+        for a in e.args:
+            self.expr(a)
+        for k in e.keywords:
+            if k.arg is not None and k.arg.startswith("__"):
+                self.issue(k, f"keyword `{k.arg}` is not allowed")
+            self.expr(k.value)
+
+
+_OLDER_ONLY = {"load", "store", "matmul", "load_transpose2d", "transpose", "sum", "mean", "prod"}
+
+
+def _dotted(e: ast.expr) -> str:
+    parts = []
+    while isinstance(e, ast.Attribute):
+        parts.append(e.attr)
+        e = e.value
+    if isinstance(e, ast.Name):
+        parts.append(e.id)
+    return ".".join(reversed(parts))
+
+
+# ---------------------------------------------------------------------------- entry points
+def validate_file(file_text: str, kernel: str, original_text: str | None = None) -> list[Issue]:
+    """Issues with ``file_text`` as a candidate for ``kernel`` (empty: it passes).
+
+    Top-level statements equal to one in ``original_text`` are the user's and are not
+    checked themselves; the kernel and every function it calls always are."""
+    tree = ast.parse(file_text)
+    trusted: set[str] = set()
+    if original_text is not None:
+        try:
+            trusted = {ast.dump(s) for s in ast.parse(original_text).body}
+        except SyntaxError:
+            trusted = set()
+    return Validator(tree, kernel, trusted).run()

@@ -1,0 +1,94 @@
+"""The "Optimize like <kernel>" code actions: start a search by reusing the schedule of a
+similar finished run (autocomp.schedules), one action per similar run, most similar first.
+
+Before: a cursor in ``gemm`` of a 512x512 GEMM file, and a finished run on a 64x64 GEMM in
+the store. After: the code actions offer, next to "Optimize kernel gemm (Autocomp)",
+``Optimize like gemm (gemm_64.c, 4.44x, similarity 0.79)``; choosing it runs the command
+``autocomp.optimizeLike {uri, kernel, line, run}``, which starts a job whose search first
+re-implements that run's plans on this kernel and says which run it reuses and why.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcInvalidParams
+
+from autocomp.backends.base import BackendError
+from autocomp.server.documents import DetectedKernel
+from autocomp.server.server import AutocompServer
+
+log = logging.getLogger(__name__)
+
+COMMAND = "autocomp.optimizeLike"
+MAX_ACTIONS = 3
+
+
+def _problem(ls: AutocompServer, uri: str, detected: DetectedKernel) -> Any:
+    from autocomp.server.documents import uri_to_path
+
+    text, _version = ls.document_text(uri) or ("", None)
+    return detected.backend.make_problem(uri_to_path(uri), text, function=detected.name)
+
+
+def code_actions(ls: AutocompServer, uri: str, detected: DetectedKernel, line: int) -> list[lsp.CodeAction]:
+    """One "Optimize like" action per similar finished run (never raises)."""
+    from autocomp.schedules import similar_runs
+
+    try:
+        matches = similar_runs(ls.store(), _problem(ls, uri, detected))[:MAX_ACTIONS]
+    except Exception:  # an unreadable store or an odd kernel: no reuse actions, nothing else lost
+        log.debug("similar runs unavailable", exc_info=True)
+        return []
+    actions = []
+    for m in matches:
+        gain = f", {m.speedup:.2f}x" if m.speedup else ""
+        title = f"Optimize like {m.kernel} ({os.path.basename(m.path)}{gain}, similarity {m.score:.2f})"
+        args = {"uri": uri, "kernel": detected.name, "line": line, "run": m.run_id}
+        actions.append(
+            lsp.CodeAction(
+                title=title,
+                kind=lsp.CodeActionKind.RefactorRewrite,
+                command=lsp.Command(title=title, command=COMMAND, arguments=[args]),
+            )
+        )
+    return actions
+
+
+def optimize_like(ls: AutocompServer, uri: str, line: int | None, kernel: str | None, run: str) -> dict[str, Any]:
+    from autocomp.schedules import ReuseError, resolve_reuse
+    from autocomp.server.features import optimize_action
+
+    detected = optimize_action.find_kernel(ls, uri, line, kernel)
+    running = [j for j in ls.jobs.running(uri, detected.name) if not j.superseded]
+    if running:
+        return {"jobId": running[0].id, "alreadyRunning": True}
+    try:
+        choice = resolve_reuse(ls.store(), _problem(ls, uri, detected), run)
+    except (ReuseError, BackendError) as exc:
+        raise JsonRpcInvalidParams(f"{COMMAND}: {exc}") from exc
+    assert choice is not None
+    job = optimize_action.start_job(ls, uri, detected, reuse=choice.to_json())
+    ls.show(f"Autocomp: {choice.reason}", lsp.MessageType.Info)
+    return {"jobId": job.id, "reuse": {"source": choice.source, "plans": len(choice.plans), "reason": choice.reason}}
+
+
+def register(server: AutocompServer) -> None:
+    @server.command(COMMAND)
+    def command(ls: AutocompServer, *args: Any) -> dict[str, Any]:
+        from autocomp.server.features.commands import one_object
+
+        obj = one_object(COMMAND, args, "{uri, run, line?, kernel?}")
+        uri, run = obj.get("uri"), obj.get("run")
+        if not isinstance(uri, str) or not uri:
+            raise JsonRpcInvalidParams(f"{COMMAND}: 'uri' must be a non-empty string, got {uri!r}")
+        if not isinstance(run, str) or not run:
+            raise JsonRpcInvalidParams(f"{COMMAND}: 'run' must be a run id (see `autocomp runs`), got {run!r}")
+        line = obj.get("line")
+        if line is not None and (isinstance(line, bool) or not isinstance(line, int) or line < 0):
+            raise JsonRpcInvalidParams(f"{COMMAND}: 'line' must be a 0-based line number, got {line!r}")
+        kernel = obj.get("kernel") if isinstance(obj.get("kernel"), str) else None
+        return optimize_like(ls, uri, line, kernel, run)

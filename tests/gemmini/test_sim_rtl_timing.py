@@ -1,0 +1,240 @@
+"""Timing behaviour read from Gemmini's RTL (see sim/MODEL.md): a queued compute overlaps the
+next preload (about DIM cycles per pair, not 2*DIM); operands in the same scratchpad bank
+serialise; narrow move-outs are latency bound and ordered; the performance counters follow
+CounterFile semantics; depthwise loop_conv_ws computes the depthwise convolution."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from simkit import assert_ok, run_c  # noqa: E402
+
+PAIRS = r"""
+#define PAIRS 256
+static elem_t A[DIM][DIM] row_align(1), W[DIM][DIM] row_align(1);
+/* PAIRS preload/compute pairs on resident operands; A in bank 0 and the weights at `w_row`. */
+static void pairs(uint32_t w_row) {
+  for (int k = 0; k < PAIRS; k++) {
+    gemmini_preload(w_row, (1u << 31) | (1u << 30));
+    gemmini_compute_preloaded(0, GARBAGE_ADDR);
+  }
+  gemmini_fence();
+}
+static uint64_t timed(uint32_t w_row) {
+  uint64_t t0 = read_cycles(); pairs(w_row); return read_cycles() - t0;
+}
+AUTOCOMP_HARNESS_FN int main(void) {
+  gemmini_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0);
+  gemmini_config_ld(DIM);
+  gemmini_mvin(A, 0); gemmini_mvin(W, BANK_ROWS); gemmini_mvin(W, DIM);
+  gemmini_fence();
+  uint64_t other_bank = timed(BANK_ROWS), same_bank = timed(DIM);
+  printf("other %llu same %llu\n", (unsigned long long)other_bank, (unsigned long long)same_bank);
+  /* overlapped: ~DIM per pair (the host issues faster than the array drains) */
+  CHECK(other_bank < PAIRS * DIM * 5 / 4, "pairs on different banks took %llu cycles", (unsigned long long)other_bank);
+  CHECK(other_bank >= PAIRS * DIM, "below the compute floor: %llu", (unsigned long long)other_bank);
+  /* A and the next weights in one bank take turns: about twice as long */
+  CHECK(same_bank > other_bank * 3 / 2, "same bank %llu vs other bank %llu", (unsigned long long)same_bank, (unsigned long long)other_bank);
+  return failures;
+}
+"""
+
+
+def test_compute_overlaps_next_preload_and_same_bank_operands_serialise(tmp_path):
+    run = run_c(tmp_path, PAIRS)
+    assert_ok(run)
+
+
+STORES = r"""
+static elem_t In[DIM][4 * DIM] row_align(1), Out[8][DIM][DIM] row_align(1);
+AUTOCOMP_HARNESS_FN int main(void) {
+  gemmini_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0);
+  gemmini_config_ld(4 * DIM); gemmini_config_st(DIM);
+  gemmini_extended_mvin(In, 0, 4 * DIM, DIM);
+  gemmini_fence();
+  uint64_t t0 = read_cycles();
+  gemmini_mvout(Out[0], 0);
+  gemmini_fence();
+  uint64_t one = read_cycles() - t0;
+  t0 = read_cycles();
+  for (int i = 0; i < 8; i++) gemmini_mvout(Out[i], 0);
+  gemmini_fence();
+  uint64_t eight = read_cycles() - t0;
+  printf("one %llu eight %llu\n", (unsigned long long)one, (unsigned long long)eight);
+  /* a 16-row move-out of 16-byte rows waits for its acknowledgements (DRAM latency) ... */
+  CHECK(one > 100, "one narrow move-out took only %llu cycles", (unsigned long long)one);
+  /* ... and each store waits for the previous one to complete: no overlap between them */
+  CHECK(eight > 6 * one, "8 move-outs took %llu cycles, one %llu", (unsigned long long)eight, (unsigned long long)one);
+  return failures;
+}
+"""
+
+
+def test_narrow_moveouts_are_latency_bound_and_ordered(tmp_path):
+    assert_ok(run_c(tmp_path, STORES))
+
+
+COUNTERS = r"""
+#define CFG(idx, ev, ext) ((((uint64_t)(idx) & 7) << 4) | 8 | (((uint64_t)(ev) & 0x3f) << 12) | ((uint64_t)(ext) << 31))
+static uint64_t counter(uint64_t rs1) {
+  uint64_t rd;
+  __asm__ volatile(".insn r 0x7b, 7, 126, %0, %1, x0" : "=r"(rd) : "r"(rs1) : "memory");
+  return rd;
+}
+static elem_t In[8][DIM][DIM] row_align(1), Out[8][DIM][DIM] row_align(1);
+AUTOCOMP_HARNESS_FN int main(void) {
+  counter(CFG(0, 9, 0));           /* LOAD_ACTIVE_CYCLE */
+  CHECK(counter(0 << 4) == 0, "a configured counter starts at 0");
+  gemmini_config_ld(DIM); gemmini_config_st(DIM);
+  for (int i = 0; i < 8; i++) { gemmini_mvin(In[i], i * DIM); gemmini_mvout(Out[i], i * DIM); }
+  uint64_t running = counter(0 << 4);
+  CHECK(running > 0, "load-active cycles grow while loads run");
+  counter(4);                      /* take a snapshot */
+  uint64_t snap = counter(0 << 4);
+  gemmini_fence();
+  CHECK(counter(0 << 4) == snap, "reads return the snapshot while it is held");
+  counter(2);                      /* clear the snapshot */
+  CHECK(counter(0 << 4) > snap, "the counter kept counting behind the snapshot");
+  counter(1);                      /* reset all */
+  CHECK(counter(0 << 4) == 0, "global reset zeroes the counter");
+  counter(CFG(1, 4, 1));           /* external RDMA_BYTES_REC */
+  uint64_t before = counter(1 << 4);
+  gemmini_mvin(In[0], 0); gemmini_fence();
+  CHECK(counter(1 << 4) - before == DIM * DIM, "read-DMA bytes grow by one tile: %llu", (unsigned long long)(counter(1 << 4) - before));
+  counter(CFG(2, 17, 0));          /* DMA_TLB_TOTAL_REQ */
+  gemmini_mvin(In[1], 0); gemmini_fence();
+  CHECK(counter(2 << 4) == DIM, "one request per 16-byte row: %llu", (unsigned long long)counter(2 << 4));
+  return failures;
+}
+"""
+
+
+def test_performance_counters_follow_counterfile_semantics(tmp_path):
+    assert_ok(run_c(tmp_path, COUNTERS))
+
+
+DEPTHWISE = r"""
+#define CH 5
+#define IN 9
+#define K 3
+#define OUT 9
+static elem_t in_[IN][IN][CH] row_align(1), w[CH][K][K] row_align(1), out[OUT][OUT][CH] row_align(1);
+static acc_t bias[CH];
+AUTOCOMP_HARNESS_FN int main(void) {
+  for (int r = 0; r < IN; r++) for (int c = 0; c < IN; c++) for (int ch = 0; ch < CH; ch++) in_[r][c][ch] = (elem_t)(rnd() % 7 - 3);
+  for (int ch = 0; ch < CH; ch++) { bias[ch] = (acc_t)(rnd() % 21 - 10); for (int i = 0; i < K; i++) for (int j = 0; j < K; j++) w[ch][i][j] = (elem_t)(rnd() % 5 - 2); }
+  gemmini_config_st(CH);
+  gemmini_extended3_config_ex(WEIGHT_STATIONARY, 0, 0, 0, 1, 1, false, false, false);
+  for (int ch = 0; ch < CH; ch++)
+    gemmini_loop_conv_ws(1, IN, IN, CH, CH, OUT, OUT, OUT, OUT, 1, 1, K, 1, 1, 1, 0,
+                         1, OUT, OUT, 1, K, K, 1, 1, 1, 1, 1, 0, 0, 0, 0, OUT, OUT,
+                         &w[ch][0][0], &out[0][0][ch], bias + ch, &in_[0][0][ch], false, true, false, false, false,
+                         NO_ACTIVATION, false, false, false, false, 1, CH, 1, CH, true, 0, 0);
+  gemmini_fence();
+  for (int r = 0; r < OUT; r++) for (int c = 0; c < OUT; c++) for (int ch = 0; ch < CH; ch++) {
+    int32_t s = bias[ch];
+    for (int i = 0; i < K; i++) for (int j = 0; j < K; j++) {
+      int ir = r + i - 1, ic = c + j - 1;
+      if (ir >= 0 && ic >= 0 && ir < IN && ic < IN) s += in_[ir][ic][ch] * w[ch][i][j];
+    }
+    elem_t want = s > 127 ? 127 : (s < -128 ? -128 : (elem_t)s);
+    CHECK(out[r][c][ch] == want, "out[%d][%d][%d] = %d, want %d", r, c, ch, out[r][c][ch], want);
+  }
+  return failures;
+}
+"""
+
+
+def test_depthwise_loop_conv_ws(tmp_path):
+    assert_ok(run_c(tmp_path, DEPTHWISE))
+
+
+LIMIT = r"""
+static volatile int sink;
+AUTOCOMP_HARNESS_FN int main(void) {
+  for (int i = 0; i < 200000; i++) sink += i;   /* setup outside the measured call */
+  AUTOCOMP_MEASURE_BEGIN();
+  for (int i = 0; i < 20000; i++) sink += i;    /* the measured call */
+  AUTOCOMP_MEASURE_END();
+  return 0;
+}
+"""
+
+
+def test_instruction_limit_counts_only_the_measured_call(tmp_path):
+    import asyncio
+
+    from simkit import PRELUDE, toolchain
+
+    src = tmp_path / "prog.c"
+    src.write_text(PRELUDE + LIMIT)
+    elf = tmp_path / "prog.elf"
+    tc = toolchain()
+
+    async def go(limit: int):
+        res = await tc.compile([str(src)], str(elf), str(tmp_path))
+        assert res.ok, res.tail()
+        return await tc.run(str(elf), str(tmp_path), {}, timeout=60, max_instructions=50_000_000,
+                            region_instruction_limit=limit)
+
+    ok = asyncio.run(go(1_000_000))  # setup (>1M instructions) does not count against the limit
+    assert_ok(ok)
+    assert ok.instructions is not None and ok.instructions < 1_000_000
+    stopped = asyncio.run(go(10_000))
+    assert "more than its limit of 10,000".replace(",", "") in stopped.error
+    assert "max_instructions" in stopped.error
+
+
+CONV_LIB = r"""
+#define B 2
+#define H 12
+#define W 12
+#define IC 20
+#define OC 24
+#define K 3
+#define OH 12
+#define OW 12
+static elem_t in_nhwc[B][H][W][IC], in_chwn[IC][H][W][B], w_hwio[K][K][IC][OC], w_ihwo[IC][K][K][OC];
+static elem_t out_a[B][OH][OW][OC], out_b[OH][OW][B][OC];
+static acc_t bias[OC];
+static int32_t ref[B][OH][OW][OC];
+int main(void) {
+  for (int b = 0; b < B; b++) for (int r = 0; r < H; r++) for (int c = 0; c < W; c++) for (int i = 0; i < IC; i++)
+    in_nhwc[b][r][c][i] = in_chwn[i][r][c][b] = (elem_t)(rnd() % 9 - 4);
+  for (int kr = 0; kr < K; kr++) for (int kc = 0; kc < K; kc++) for (int i = 0; i < IC; i++) for (int o = 0; o < OC; o++)
+    w_hwio[kr][kc][i][o] = w_ihwo[i][kr][kc][o] = (elem_t)(rnd() % 5 - 2);
+  for (int o = 0; o < OC; o++) bias[o] = (acc_t)(rnd() % 41 - 20);
+  for (int b = 0; b < B; b++) for (int r = 0; r < OH; r++) for (int c = 0; c < OW; c++) for (int o = 0; o < OC; o++) {
+    int32_t s = bias[o];
+    for (int kr = 0; kr < K; kr++) for (int kc = 0; kc < K; kc++) {
+      int ir = r + kr - 1, ic = c + kc - 1;
+      if (ir < 0 || ic < 0 || ir >= H || ic >= W) continue;
+      for (int i = 0; i < IC; i++) s += in_nhwc[b][ir][ic][i] * w_hwio[kr][kc][i][o];
+    }
+    ref[b][r][c][o] = s;
+  }
+  uint64_t i0 = read_instret();
+  tiled_conv_auto(B, H, W, IC, OC, OH, OW, 1, 1, 1, 1, K, false, false, false, false, false,
+                  (elem_t *)in_nhwc, (elem_t *)w_hwio, bias, (elem_t *)out_a, NO_ACTIVATION, 0.25f, 0, 0, 0, WS);
+  uint64_t host = read_instret() - i0;
+  printf("host instructions in tiled_conv_auto: %llu\n", (unsigned long long)host);
+  /* loop_conv_ws does the work: no im2col on the host (that would be >= B*OH*OW*K*K*IC bytes) */
+  CHECK(host < 5000, "tiled_conv_auto ran %llu host instructions", (unsigned long long)host);
+  tiled_conv_auto(B, H, W, IC, OC, OH, OW, 1, 1, 1, 1, K, false, true, true, true, false,
+                  (elem_t *)in_chwn, (elem_t *)w_ihwo, bias, (elem_t *)out_b, NO_ACTIVATION, 0.25f, 0, 0, 0, WS);
+  for (int b = 0; b < B; b++) for (int r = 0; r < OH; r++) for (int c = 0; c < OW; c++) for (int o = 0; o < OC; o++) {
+    elem_t want = ref_scale(ref[b][r][c][o], 0.25f);
+    CHECK(out_a[b][r][c][o] == want, "NHWC out[%d][%d][%d][%d] = %d, want %d", b, r, c, o, out_a[b][r][c][o], want);
+    CHECK(out_b[r][c][b][o] == want, "transposed out[%d][%d][%d][%d] = %d, want %d", r, c, b, o, out_b[r][c][b][o], want);
+  }
+  return failures;
+}
+"""
+
+
+def test_tiled_conv_auto_runs_on_loop_conv_ws_without_host_im2col(tmp_path):
+    run = run_c(tmp_path, CONV_LIB)
+    assert_ok(run)
