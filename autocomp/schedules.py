@@ -36,6 +36,7 @@ OP_KEYWORDS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("transpose", ("transpose",)),
 )
 SIMILAR_ENOUGH = 0.5  # below this, ``auto`` starts an ordinary search instead
+RECENT_RUNS = 1000  # how many of the newest runs are considered (code actions ask often)
 
 
 @dataclass
@@ -262,7 +263,7 @@ def similar_runs(store: Any, problem: Problem, minimum: float = SIMILAR_ENOUGH, 
     (ties: the larger speedup, then the most recent)."""
     mine = signature_of(problem)
     matches: list[Match] = []
-    for order, run_id in enumerate(store.run_ids()):
+    for order, run_id in enumerate(store.run_ids()[-RECENT_RUNS:]):
         if run_id == exclude:
             continue
         meta = store.run_meta(run_id) or {}

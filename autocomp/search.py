@@ -197,6 +197,9 @@ class BeamSearch:
         )
         if sandbox.label() == "off":
             self._emit(Notice(self.run_id, "warning", SANDBOX_OFF_NOTICE))
+        executor = self.evaluator.executor
+        if executor.name != "local":
+            self._emit(Notice(self.run_id, "info", f"evaluations run on {executor.describe()}"))
         baseline = Candidate(id="start", code=self.problem.code)
         baseline.evaluation = await self.evaluator.evaluate_one(self.problem, baseline.code)
         self.candidates[baseline.id] = baseline

@@ -21,7 +21,7 @@ locally; mean of M calls.
 Targets (issue 14): Ray with 2 workers at least 1.8x the 1-slot throughput; overhead under
 50 ms per task.
 
-    python bench/executor_scaling.py [--n 24] [--rounds 3] [--overhead-calls 200]
+    python bench/executor_scaling.py [--n 24] [--rounds 5] [--overhead-calls 200]
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=24, help="evaluations per executor")
     parser.add_argument("--overhead-calls", type=int, default=200)
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds; medians are reported")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds; medians are reported")
     args = parser.parse_args()
     os.environ.setdefault("AUTOCOMP_BUILD_CACHE", os.path.join(tempfile.gettempdir(), "autocomp-bench-build"))
     asyncio.run(main_async(args.n, args.overhead_calls, args.rounds))

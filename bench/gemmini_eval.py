@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import re
 import sys
 import time
@@ -97,11 +98,16 @@ async def main(quick: bool) -> int:
     t0 = time.monotonic()
     [first] = await backend.evaluate(problem, [problem.code])
     cold = time.monotonic() - t0
-    t0 = time.monotonic()
-    [again] = await backend.evaluate(problem, [problem.code + "\n"])
-    warm = time.monotonic() - t0
+    warms = []
+    for n in range(3):  # best of three: the machine is shared
+        t0 = time.monotonic()
+        [again] = await backend.evaluate(problem, [problem.code + "\n" * (n + 1)])
+        warms.append(time.monotonic() - t0)
+    warm = min(warms)
+    load = os.getloadavg()[0]
     print(f"512^3 GEMM: first evaluation (reference + candidate): {cold:.2f} s; one evaluation with "
-          f"cached reference: {warm:.2f} s (target <= 3 s); verdict {again.verdict.value}")
+          f"cached reference: {warm:.2f} s, best of {len(warms)} (target <= 1 s; 1-minute load average "
+          f"{load:.1f} on {os.cpu_count()} CPUs); verdict {again.verdict.value}")
 
     if not quick:
         variants = [problem.code + "\n" * (i + 2) for i in range(8)]

@@ -49,7 +49,7 @@ from autocomp.config import SearchConfig  # noqa: E402
 from autocomp.events import Notice, RunFailed, RunFinished  # noqa: E402
 from autocomp.llm import build_pool  # noqa: E402
 from autocomp.llm.base import BudgetExhausted  # noqa: E402
-from autocomp.schedules import resolve_reuse  # noqa: E402
+from autocomp.schedules import ReuseError, resolve_reuse  # noqa: E402
 from autocomp.search import BeamSearch  # noqa: E402
 from autocomp.store import Store  # noqa: E402
 
@@ -193,7 +193,13 @@ async def measure(budgets: list[int], live_specs: list[str] | None) -> None:
             source, sfinal, scalls = await _search(store, pair.source, specs, None if not live else 24, live=live)
             schedule = store.schedule(source.run_id)
             _, target_problem = _problem(pair.target)
-            choice = resolve_reuse(store, target_problem, source.run_id)
+            try:
+                choice = resolve_reuse(store, target_problem, source.run_id)
+            except ReuseError as exc:
+                print(f"\n{pair.name}: no schedule to reuse ({exc}); replay misses: {MISSES or 'none'}.")
+                print("  The recorded sessions no longer match this checkout's evaluator: run `python bench/schedule_reuse.py --author`.")
+                store.close()
+                continue
             print(f"\n{pair.name}: source {pair.source} reached {_fmt(sfinal)} in {scalls} calls; schedule:")
             for i, plan in enumerate(schedule["plans"], 1):
                 print(f"    {i}. {plan.splitlines()[0][:100]}")
@@ -214,6 +220,8 @@ async def measure(budgets: list[int], live_specs: list[str] | None) -> None:
     if MISSES:
         print(f"\nWARNING: the sessions had no reply for {sum(MISSES.values())} prompt(s) ({MISSES}): they were recorded against")
         print("another version of the evaluator; rerun `python bench/schedule_reuse.py --author`, then this bench.")
+    if not rows:
+        return
     best = max(rows, key=lambda r: r["gain_percent"])
     print(f"\nlargest gain from reuse: {best['gain_percent']:+.0f}% ({best['pair']}, {best['budget']} calls); "
           f"paper: up to +24% at a fixed sample budget")

@@ -73,6 +73,7 @@ DEFAULTS: dict[str, Any] = {
     "compile_timeout": 60.0,
     "run_timeout": 60.0,
     "max_instructions": 200_000_000,  # the measured call; the harness gets its own allowance
+    "host_dcache": False,  # model the host's L1 data cache (timing_params.h); off by default
     "keep_builds": False,
 }
 
@@ -473,13 +474,15 @@ class GemminiBackend(Backend):
         # does the wall limit.
         data_bytes = sum(size for _sym, size in regions.values())
         call_limit = int(self._setting("max_instructions"))
+        calls = max(1, plan.snapshots_per_run // 2)  # the kernel runs once per input set
         sim = await toolchain.run(
             elf,
             workdir,
             regions,
             timeout=float(self._setting("run_timeout")) + data_bytes / HARNESS_BYTES_PER_SECOND,
-            max_instructions=call_limit + HARNESS_BASE_INSTRUCTIONS + HARNESS_INSTRUCTIONS_PER_BYTE * data_bytes,
+            max_instructions=calls * call_limit + HARNESS_BASE_INSTRUCTIONS + HARNESS_INSTRUCTIONS_PER_BYTE * data_bytes,
             region_instruction_limit=call_limit,
+            host_dcache=bool(self._setting("host_dcache")),
         )
         terminal = self._run_failure(sim, plan)
         if terminal is not None:
@@ -504,6 +507,8 @@ class GemminiBackend(Backend):
                 feedback=why + (f"; {sim.error}" if sim.error else "") + printed,
                 tier=TIER_NAME,
             )
+        if sim.error and "the measured call retired" in sim.error:
+            return Evaluation(Verdict.TIMEOUT, feedback=f"stopped: {sim.error}{printed}", tier=TIER_NAME)
         if sim.error:
             return Evaluation(Verdict.RUNTIME_ERROR, feedback=f"simulator stopped the program: {sim.error}{printed}", tier=TIER_NAME)
         if sim.exit_code is None:

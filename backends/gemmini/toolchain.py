@@ -407,6 +407,7 @@ class GemminiToolchain:
         max_instructions: int = 200_000_000,
         measure_limit: int = 1,
         region_instruction_limit: int = 0,
+        host_dcache: bool = False,
     ) -> SimRun:
         """Run ``elf`` on Spike with the model. ``regions``: name -> (ELF symbol, bytes) copied
         at every snapshot. Measure/snapshot markers count only from code in the
@@ -422,6 +423,9 @@ class GemminiToolchain:
         if region_instruction_limit > 0:
             # The model stops the run when the measured region alone retires more than this.
             lines.append(f"region_insn_limit {int(region_instruction_limit)}")
+        if host_dcache:
+            # Model the host's L1 data cache (misses stall the core; see timing_params.h).
+            lines.append("host_dcache 1")
         harness = section_bytes(elf, HARNESS_SECTION)
         if harness is not None:
             addr, content = harness

@@ -37,6 +37,8 @@ _METHODS = frozenset({"reshape", "view", "broadcast_to"})
 _BUFFERS = {"sbuf": language.sbuf, "psum": language.psum, "hbm": language.hbm, "shared_hbm": language.shared_hbm,
             "private_hbm": language.private_hbm}
 MAX_INDEX_ELEMENTS = 1 << 22
+# Calls taking a host integer/boolean array: (positional index or indices, keyword name).
+_ARRAY_ARGS = {"iota": (1, "expr"), "affine_select": ((0, 1), "pred"), "shared_constant": (0, "value")}
 
 
 class KernelFailure(Exception):
@@ -251,9 +253,12 @@ class KernelProcess:
             if table is None or name not in table or name.startswith("_"):
                 raise ValueError(f"no NKI function {msg.get('mod')}.{name}")
             fn = table[name]
-            args = [self._decode(a, arrays=(name == "iota" and i == 1)) for i, a in enumerate(self._list(msg.get("args")))]
-            kw = {k: self._decode(v, arrays=(k == "mask" or (name == "iota" and k == "expr")))
-                  for k, v in self._dict(msg.get("kw")).items()}
+            # Integer/boolean host arrays are accepted where NKI takes trace-time index data:
+            # an iota or affine_select expression, a mask, a shared_constant's values.
+            pos, key = _ARRAY_ARGS.get(name, (-1, ""))
+            args = [self._decode(a, arrays=(i in pos if isinstance(pos, tuple) else i == pos))
+                    for i, a in enumerate(self._list(msg.get("args")))]
+            kw = {k: self._decode(v, arrays=(k == "mask" or k == key)) for k, v in self._dict(msg.get("kw")).items()}
             if name == "iota":
                 expr = kw.get("expr", args[1] if len(args) > 1 else None)
                 if isinstance(expr, np.ndarray) and not _affine(expr):
@@ -338,6 +343,10 @@ class KernelProcess:
             raise ValueError(f"bad value {type(x).__name__}")
         if "t" in x:
             return self._tensor(x["t"])
+        if "pd" in x:
+            if not isinstance(x["pd"], int) or isinstance(x["pd"], bool):
+                raise ValueError("bad par_dim")
+            return core.ParDim(x["pd"])
         if "T" in x:
             return tuple(self._decode(e, arrays) for e in x["T"])
         if "L" in x:
@@ -373,7 +382,13 @@ class KernelProcess:
                 raise ValueError(f"unsupported dtype {name}")
             return dt
         if "buf" in x:
-            return _BUFFERS[str(x["buf"])]
+            buf = _BUFFERS[str(x["buf"])]
+            tiles = x.get("tiles")
+            if tiles:
+                if not isinstance(tiles, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tiles):
+                    raise ValueError("bad buffer tiles")
+                return core.buffer_with_tiles(str(buf), tiles)
+            return buf
         if "nd" in x:
             if not arrays:
                 raise core.fail("bad-operand", "a host array can only index a tile (t[...]), be a mask= or an iota "

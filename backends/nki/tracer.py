@@ -30,11 +30,11 @@ from typing import Any
 
 import numpy as np
 
-from autocomp.backends.nki.interp import core, isa
+from autocomp.backends.nki.interp import compiler, core, isa
 from autocomp.backends.nki.interp.errors import NkiError
 
 # Language helpers that are pure index arithmetic run here; everything else is a request.
-LOCAL_LANGUAGE = {"arange", "ds", "par_dim", "mgrid", "tile_size"}
+LOCAL_LANGUAGE = {"arange", "ds", "par_dim", "mgrid", "tile_size", "spmd_dim", "nc", "finfo", "iinfo"}
 # Calls whose value the kernel code needs at once; every other call gives a tensor (or None),
 # which travels as a handle without waiting.
 VALUE_CALLS = {"affine_range", "sequential_range", "static_range", "program_id", "num_programs", "program_ndim",
@@ -280,11 +280,12 @@ def build_modules(style: str) -> dict[str, types.ModuleType]:
     prefix = "nki" if style == "new" else "neuronxcc.nki"
     lmod = _module(prefix + ".language", lang)
     imod = _module(prefix + ".isa", isa_attrs)
-    common = {"jit": jit, "baremetal": jit, "benchmark": jit, "profile": jit, "trace": jit, "language": lmod, "isa": imod}
+    cmod = _module(prefix + ".compiler", dict(compiler.ATTRS))
+    common = {"compiler": cmod, "tensor": TensorRef, "jit": jit, "baremetal": jit, "benchmark": jit, "profile": jit, "trace": jit, "language": lmod, "isa": imod}
     if style == "new":
         root = _module("nki", common)
         root.__path__ = []
-        return {"nki": root, "nki.language": lmod, "nki.isa": imod}
+        return {"nki": root, "nki.language": lmod, "nki.isa": imod, "nki.compiler": cmod}
     nki_mod = _module("neuronxcc.nki", common)
     nki_mod.__path__ = []
     typing_mod = _module("neuronxcc.nki.typing", {"tensor": TensorRef})
@@ -297,7 +298,7 @@ def build_modules(style: str) -> dict[str, types.ModuleType]:
     tn = _module("torch_neuronx", {"nki_jit": jit, "xla_impl": xla})
     tn.__path__ = []
     return {"neuronxcc": root, "neuronxcc.nki": nki_mod, "neuronxcc.nki.language": lmod, "neuronxcc.nki.isa": imod,
-            "neuronxcc.nki.typing": typing_mod, "torch_neuronx": tn, "torch_neuronx.xla_impl": xla,
+            "neuronxcc.nki.typing": typing_mod, "neuronxcc.nki.compiler": cmod, "torch_neuronx": tn, "torch_neuronx.xla_impl": xla,
             "torch_neuronx.xla_impl.ops": ops}
 
 
@@ -308,10 +309,12 @@ _UFUNC_NAMES = frozenset(set(isa.BINARY) | set(isa.UNARY) | {"sum", "max", "min"
 
 def encode(x: Any) -> Any:
     """A value of kernel code as JSON (tensors as handles)."""
+    if isinstance(x, core.ParDim):
+        return {"pd": int(x)}
     if x is None or isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
         return x
     if isinstance(x, core.BufferKind):
-        return {"buf": str(x)}
+        return {"buf": str(x), "tiles": list(x.tiles)} if x.tiles else {"buf": str(x)}
     if isinstance(x, str):
         return x
     if isinstance(x, TensorRef):

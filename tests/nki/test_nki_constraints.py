@@ -135,10 +135,10 @@ def test_read_of_unwritten_memory():
         t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
         nisa.dma_copy(dst=t[:, 0:32], src=a[:, 0:32])
         u = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_copy(dst=u, src=t)
+        nisa.tensor_copy(dst=u, src=t[:, 32:64])  # nothing of it was ever written
 
     err = _error(k)
-    assert err.kind == "unwritten-read" and "4096 of 8192" in err.message
+    assert err.kind == "unwritten-read" and "4096 of 4096" in err.message
 
 
 def test_out_of_bounds_slices_and_index_expressions():
@@ -151,11 +151,20 @@ def test_out_of_bounds_slices_and_index_expressions():
     def arange_oob(a):
         i_p = nl.arange(128)[:, None]
         i_f = nl.arange(64)[None, :]
-        a[i_p, i_f + 1]
+        t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a[i_p, i_f + 1])  # no mask covers column 64
+
+    @nki.jit
+    def arange_all_outside(a):
+        i_p = nl.arange(128)[:, None]
+        i_f = nl.arange(64)[None, :]
+        a[i_p, i_f + 64]
 
     assert _error(slice_oob).kind == "out-of-bounds"
     err = _error(arange_oob)
-    assert err.kind == "out-of-bounds" and "1..64" in err.message
+    assert err.kind == "out-of-bounds" and "128 elements outside" in err.message and "mask=" in err.message
+    err = _error(arange_all_outside)
+    assert err.kind == "out-of-bounds" and "64..127" in err.message
 
 
 def test_mixing_api_styles_is_a_static_error():

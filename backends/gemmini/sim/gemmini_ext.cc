@@ -215,6 +215,7 @@ enum AddrForm { AF_NONE, AF_I, AF_S, AF_CLW, AF_CLD, AF_CLWSP, AF_CLDSP, AF_CSWS
 struct HostWrap { insn_func_t orig; HostClass cls; AddrForm form; };
 constexpr int MAX_HOST_WRAPS = 128;
 HostWrap g_wraps[MAX_HOST_WRAPS];
+bool g_dcache = false;  // the L1 data-cache model is on (stores are wrapped only then)
 
 inline uint64_t host_addr(AddrForm f, processor_t* p, insn_t insn) {
   const auto& x = p->get_state()->XPR;
@@ -234,7 +235,7 @@ void host_charge(const HostWrap& w, uint64_t addr, reg_t pc, reg_t next, insn_t 
 template <int N>
 reg_t host_wrap(processor_t* p, insn_t insn, reg_t pc) {
   const HostWrap& w = g_wraps[N];
-  const uint64_t addr = host_addr(w.form, p, insn);
+  const uint64_t addr = g_dcache ? host_addr(w.form, p, insn) : 0;
   const reg_t next = w.orig(p, insn, pc);
   host_charge(w, addr, pc, next, insn);
   return next;
@@ -343,6 +344,7 @@ class gemmini_t : public extension_t {
       HostClass cls;
       AddrForm form;
       if (n >= MAX_HOST_WRAPS || !classify(d, cls, form) || !d.fast_rv64i) continue;
+      if (cls == HC_STORE && !host_dcache) continue;  // a store costs nothing extra without it
       g_wraps[n] = HostWrap{d.fast_rv64i, cls, form};
       insn_func_t f = g_wrap_funcs[n];
       v.push_back(insn_desc_t{d.match, d.mask, f, f, f, f, f, f, f, f});
@@ -389,6 +391,7 @@ class gemmini_t : public extension_t {
   bool csrs_installed = false;
 
   int host_wrapped = 0;
+  int host_dcache = 0;  // 1: model the host's L1 data cache (config line `host_dcache 1`)
   // L1 data cache (Rocket DCache: 64 sets x 4 ways x 64-byte lines = 16 KiB), LRU.
   uint64_t l1_tag[L1D_SETS * L1D_WAYS] = {0}, l1_use[L1D_SETS * L1D_WAYS] = {0}, l1_tick = 0;
   uint8_t bht[BHT_ENTRIES] = {0};
@@ -397,6 +400,7 @@ class gemmini_t : public extension_t {
     switch (w.cls) {
       case HC_LOAD: case HC_STORE: {
         if (w.cls == HC_LOAD) stall += HOST_LOAD_USE_CYCLES;
+        if (!host_dcache) return;
         uint64_t line = addr / L1D_LINE_BYTES + 1, set = line % L1D_SETS;
         uint64_t* tag = &l1_tag[set * L1D_WAYS];
         uint64_t* use = &l1_use[set * L1D_WAYS];
@@ -433,8 +437,10 @@ class gemmini_t : public extension_t {
     uint64_t n = now();
     if (t > n) stall += t - n;
   }
+  uint64_t writes_acked = 0;  // when the last DMA write is acknowledged (fence waits for it)
   uint64_t drain_time() const {
     uint64_t t = ldq.last_done;
+    if (writes_acked > t) t = writes_acked;
     if (exq.last_done > t) t = exq.last_done;
     if (stq.last_done > t) t = stq.last_done;
     return t;
@@ -542,6 +548,9 @@ class gemmini_t : public extension_t {
         ls >> measure_limit;
       } else if (key == "region_insn_limit") {
         ls >> region_insn_limit;
+      } else if (key == "host_dcache") {
+        ls >> host_dcache;
+        g_dcache = host_dcache != 0;
       }
     }
   }
@@ -935,6 +944,75 @@ class gemmini_t : public extension_t {
         }
       }
     }
+    // Scratchpad banks are single ported and a write wins over a read in the same cycle
+    // (Scratchpad.scala ScratchpadBank: "the writes take precedence"): remember when each bank
+    // is busy taking this move-in's rows (one per cycle, the last at `done`).
+    if (!to_acc) {
+      uint32_t per_bank[BANKS] = {0};
+      for (uint32_t b = 0; b < blocks; b++)
+        for (uint32_t r = 0; r < o.rows; r++) per_bank[(o.addr.row + b * bstride + r) / BANK_ROWS]++;
+      for (uint32_t k = 0; k < BANKS; k++)
+        if (per_bank[k]) note_bank_write(k, done - per_bank[k], done);
+    }
+  }
+
+  // Write windows of recent move-ins, per scratchpad bank (a small ring each).
+  static constexpr int WRITE_WINDOWS = 16;
+  struct BankWrites { uint64_t from[WRITE_WINDOWS] = {0}, to[WRITE_WINDOWS] = {0}; uint32_t n = 0; };
+  BankWrites bank_writes[BANKS];
+  uint64_t port_conflict_cycles = 0;
+  void note_bank_write(uint32_t bank, uint64_t from, uint64_t to) {
+    BankWrites& w = bank_writes[bank];
+    w.from[w.n % WRITE_WINDOWS] = from;
+    w.to[w.n % WRITE_WINDOWS] = to;
+    w.n++;
+    // Steps already queued that read this bank while it is written stall for those cycles,
+    // which delays every later step.
+    uint64_t lost = 0;
+    for (const StepRec& r : recent_steps) {
+      if (r.end <= from || r.start >= to) continue;
+      if (r.keys[0] != (int)bank && r.keys[1] != (int)bank && r.keys[2] != (int)bank) continue;
+      uint64_t a = r.start > from ? r.start : from, b = r.end < to ? r.end : to;
+      lost += b - a;
+    }
+    if (lost) {
+      exq.free_at += lost;
+      exq.busy += lost;
+      port_conflict_cycles += lost;
+    }
+  }
+  // The last execute steps (start, end, SRAMs read), for move-in writes that land on them.
+  struct StepRec { uint64_t start = 0, end = 0; int keys[3] = {-1, -1, -1}; };
+  StepRec recent_steps[32];
+  uint32_t recent_n = 0;
+  void note_step(uint64_t start, uint64_t end, int a, int b, int d) {
+    StepRec& r = recent_steps[recent_n++ % 32];
+    r.start = start; r.end = end; r.keys[0] = a; r.keys[1] = b; r.keys[2] = d;
+  }
+  // Cycles of [s, e) in which move-ins write the SRAM `key` (a scratchpad bank) and so block
+  // an execute read of it.
+  uint64_t write_overlap(int key, uint64_t s, uint64_t e) const {
+    if (key < 0 || key >= (int)BANKS) return 0;
+    const BankWrites& w = bank_writes[key];
+    uint64_t n = 0;
+    for (int i = 0; i < WRITE_WINDOWS; i++) {
+      uint64_t a = w.from[i] > s ? w.from[i] : s, b = w.to[i] < e ? w.to[i] : e;
+      if (b > a) n += b - a;
+    }
+    return n;
+  }
+  // A step reading the given SRAMs in [s, s + cost) stretches by the cycles their ports are
+  // taken by move-in writes (each distinct bank counted once).
+  uint64_t port_stall(int a, int b, int d, uint64_t s, uint64_t cost) {
+    const int k[3] = {a, b, d};
+    uint64_t extra = 0;
+    for (int i = 0; i < 3; i++) {
+      bool seen = false;
+      for (int j = 0; j < i; j++) seen |= k[j] == k[i];
+      if (!seen) extra += write_overlap(k[i], s, s + cost);
+    }
+    port_conflict_cycles += extra;
+    return extra;
   }
 
   void mvout(uint64_t dram, uint64_t rs2) {
@@ -981,15 +1059,19 @@ class gemmini_t : public extension_t {
                                   o.rows, (uint64_t)o.cols * ebytes, issue_end, true);
     uint64_t occ = issue_end - s;
     (void)read_done;
-    // ReservationStation.scala: a later command that overwrites these rows waits for this
-    // store to complete (its writes acknowledged), not only for the rows to be read.
+    // Scratchpad.scala reports a move-out done (io.dma.write.resp) as soon as its rows are read
+    // out of the local memory and handed to the writer, which accepts a row only when it has
+    // a free transaction slot; the DRAM acknowledgements are waited for only by fence (busy).
+    // ReservationStation.scala: a later command overwriting these rows waits for that.
+    const uint64_t complete = issue_end;
     for (uint32_t b = 0; b < blocks; b++)
       for (uint32_t r = 0; r < o.rows; r++) {
         uint32_t row = o.addr.row + b * DIM + r;
         uint64_t& rd = from_acc ? acc_r[row] : sp_r[row];
-        if (wdone > rd) rd = wdone;
+        if (complete > rd) rd = complete;
       }
-    occupy(q, s, occ, wdone);
+    occupy(q, s, occ, complete);
+    if (wdone > writes_acked) writes_acked = wdone;
 
     for (uint32_t b = 0; b < blocks; b++) {
       uint32_t ncols = o.cols - b * DIM < DIM ? o.cols - b * DIM : DIM;
@@ -1037,6 +1119,7 @@ class gemmini_t : public extension_t {
     uint64_t issue_end;
     uint64_t wdone = dma_transfer(dma_wr, s + (uint64_t)ps * ps + ACC_READ_LATENCY, dram, out_row_bytes,
                                   porows * pocols, o.cols, issue_end, true);
+    if (wdone > writes_acked) writes_acked = wdone;
     uint64_t reads = s + (uint64_t)porows * pocols * ps * ps + ACC_READ_LATENCY;
     if (issue_end < reads) issue_end = reads;
     uint64_t occ = issue_end - s;
@@ -1044,7 +1127,7 @@ class gemmini_t : public extension_t {
       uint64_t& rd = acc_r[o.addr.row + r];
       if (reads > rd) rd = reads;
     }
-    occupy(q, s, occ, wdone);
+    occupy(q, s, occ, issue_end > reads ? issue_end : reads);
     for (uint32_t pr = 0; pr < porows; pr++)
       for (uint32_t pc = 0; pc < pocols; pc++)
         for (uint32_t ch = 0; ch < o.cols; ch++) {
@@ -1150,8 +1233,14 @@ class gemmini_t : public extension_t {
     if (last_mul.valid && q.free_at == last_mul.start + last_mul.cost && t <= last_mul.start) {
       uint64_t rows = (!ws || d_key >= 0) ? (uint64_t)DIM : last_mul.rows;
       uint64_t cost = rows * bank_conflict(last_mul.a_key, last_mul.b_key, d_key);
+      cost += port_stall(last_mul.a_key, last_mul.b_key, d_key, last_mul.start, cost);
       if (cost < last_mul.cost) cost = last_mul.cost;
       uint64_t end = last_mul.start + cost;
+      {
+        StepRec& r = recent_steps[(recent_n - 1) % 32];  // the compute step just joined
+        r.end = end;
+        r.keys[2] = d_key;
+      }
       q.busy += cost - last_mul.cost;
       q.free_at = end;
       q.retire(end);
@@ -1162,6 +1251,8 @@ class gemmini_t : public extension_t {
     } else {
       uint64_t cost = (!ws || d_key >= 0) ? (uint64_t)DIM : (uint64_t)WS_MIN_STEP_ROWS;
       uint64_t s = start_after(q, t);
+      cost += port_stall(d_key, -1, -1, s, cost);
+      note_step(s, s + cost, d_key, -1, -1);
       for (uint32_t r = 0; r < phys_rows; r++)
         if (s + cost > sp_r[bd.addr.row + r]) sp_r[bd.addr.row + r] = s + cost;
       occupy(q, s, cost, s + cost);
@@ -1232,6 +1323,7 @@ class gemmini_t : public extension_t {
     }
     const int a_key = bank_key(a), b_key = bank_key(bd);
     uint64_t cost = rows * bank_conflict(a_key, b_key, -1);
+    cost += port_stall(a_key, b_key, -1, s, cost);
     // Results leave the mesh MESH_FILL_LATENCY after the last row enters (OS: shifted out,
     // one row per cycle, when the next step propagates).
     uint64_t drain = ws ? 0 : (uint64_t)c_rows * OS_DRAIN_CYCLES_PER_ROW;
@@ -1250,6 +1342,7 @@ class gemmini_t : public extension_t {
       else { sp_w[row] = ready; sp_touched[row] = 1; }
     }
     occupy(q, s, cost, ready);
+    note_step(s, s + cost, a_key, b_key, -1);
     last_mul = MulStep{true, s, cost, rows, a_key, b_key, a.addr.row, a_phys, ex.a_stride,
                        bd.addr.garbage ? 0u : bd.addr.row, bd_phys,
                        c.addr.row, c_rows, ex.c_stride, c.addr.acc, drain};

@@ -46,10 +46,24 @@ ON_CHIP = ("sbuf", "psum")
 
 
 class BufferKind(str):
-    """``nl.sbuf``, ``nl.psum``, ``nl.hbm``…: a named memory."""
+    """``nl.sbuf``, ``nl.psum``, ``nl.hbm``…: a named memory. ``tiles`` (from
+    ``ncc.sbuf.mod_alloc(num_free_tiles=...)``) is how many physical tiles the blocks of a
+    block tensor rotate through: its footprint, whatever the number of blocks."""
+
+    tiles: tuple[int, ...] = ()
 
     def __repr__(self) -> str:
         return f"nl.{str(self)}"
+
+
+def buffer_with_tiles(name: str, tiles: Any) -> BufferKind:
+    b = BufferKind(name)
+    if tiles:
+        t = tuple(int(x) for x in (tiles if isinstance(tiles, (tuple, list)) else (tiles,)))
+        if not all(0 < x <= 1 << 16 for x in t) or len(t) > 8:
+            raise fail("bad-buffer", f"num_free_tiles={tiles!r} must be small positive integers", "mod_alloc")
+        b.tiles = t
+    return b
 
 
 # ---------------------------------------------------------------------------- state
@@ -186,11 +200,13 @@ def _release(gen: int, buffer: str, nbytes: int) -> None:
 class Allocation:
     """One tensor's storage: data plus written-mask, in a named buffer."""
 
-    __slots__ = ("id", "buffer", "_data", "_written", "name", "line", "bytes_pp", "is_input", "counted", "__weakref__")
+    __slots__ = ("id", "buffer", "_data", "_written", "_phys", "pdim", "name", "line", "bytes_pp", "is_input", "counted",
+                 "__weakref__")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, buffer: str, name: str = "", *,
-                 data: np.ndarray | None = None, count: bool = True, call: str = "nl.ndarray") -> None:
+                 data: np.ndarray | None = None, count: bool = True, call: str = "nl.ndarray", pdim: int = 0) -> None:
         shape = tuple(int(s) for s in shape)
+        self.pdim = pdim
         if any(s <= 0 for s in shape):
             raise fail("bad-shape", f"shape {shape} has a non-positive dimension", call)
         self.buffer = str(buffer)
@@ -201,21 +217,33 @@ class Allocation:
         self.is_input = False
         self.counted = False
         itemsize = np.dtype(dtype).itemsize
-        self.bytes_pp = math.prod(shape[1:]) * itemsize if on_chip else 0
+        # Block dimensions (those before an nl.par_dim) are separate tiles in the same
+        # partitions: every dimension but the partition one costs bytes per partition.
+        self.bytes_pp = (math.prod(shape) // shape[pdim] if shape else 1) * itemsize if on_chip else 0
+        tile_pp = (math.prod(shape[pdim + 1:]) if shape else 1) * itemsize if on_chip else 0
+        tiles = getattr(buffer, "tiles", ())
+        if on_chip and pdim and tiles:
+            # Modular allocation: block i lives in physical tile (i mod num_free_tiles).
+            nblocks = [min(int(n), int(t)) for n, t in zip(shape[:pdim], tiles)] + list(shape[len(tiles):pdim])
+            self.bytes_pp = min(self.bytes_pp, math.prod(nblocks) * tile_pp)
+        if self.buffer == "psum" and pdim:
+            # The compiler gives each block of a PSUM block tensor a bank as the block
+            # becomes live and frees it after its last use: such a tensor holds one bank.
+            self.bytes_pp = min(self.bytes_pp, max(tile_pp, LIMITS["psum_tile_bytes_per_partition"]))
         if on_chip:
             if len(shape) < 1:
                 raise fail("bad-shape", "on-chip tensors need a partition dimension", call)
-            if shape[0] > LIMITS["pmax"]:
+            if shape[pdim] > LIMITS["pmax"]:
                 raise fail(
                     "partition-limit",
-                    f"{self.buffer} tensor of shape {shape} has partition dimension {shape[0]}",
+                    f"{self.buffer} tensor of shape {shape} has partition dimension {shape[pdim]}",
                     call,
-                    f"partition dimension (axis 0) <= {LIMITS['pmax']}",
+                    f"partition dimension (axis {pdim}) <= {LIMITS['pmax']}",
                 )
-            if self.buffer == "psum" and self.bytes_pp > LIMITS["psum_tile_bytes_per_partition"]:
+            if self.buffer == "psum" and tile_pp > LIMITS["psum_tile_bytes_per_partition"]:
                 raise fail(
                     "psum-tile-limit",
-                    f"PSUM tile of shape {shape} ({dtype_name(np.dtype(dtype))}) needs {self.bytes_pp} bytes per partition",
+                    f"PSUM tile of shape {shape} ({dtype_name(np.dtype(dtype))}) needs {tile_pp} bytes per partition",
                     call,
                     "PSUM tile <= 2 KiB per partition (512 fp32 elements)",
                 )
@@ -237,13 +265,19 @@ class Allocation:
         if data is not None:
             self._data = data
             self._written = np.ones(shape, dtype=bool)
+            self._phys = data
         else:
-            self._data = np.empty(shape, dtype=dtype)
+            # Stored partition-major (the partition axis first in memory), viewed in the
+            # kernel's axis order: block dimensions come before the partition axis.
+            pshape = (shape[pdim],) + shape[:pdim] + shape[pdim + 1:] if shape else shape
+            self._phys = np.empty(pshape, dtype=dtype)
             if is_float(np.dtype(dtype)):
-                self._data.fill(np.nan)
+                self._phys.fill(np.nan)
             else:
-                self._data.fill(0)
-            self._written = np.zeros(shape, dtype=bool)
+                self._phys.fill(0)
+            self._data = np.moveaxis(self._phys, 0, pdim) if pdim else self._phys
+            written = np.zeros(pshape, dtype=bool)
+            self._written = np.moveaxis(written, 0, pdim) if pdim else written
 
 
 def _largest_live(buffer: str) -> str:
@@ -264,10 +298,15 @@ class Tensor:
     """A view of an allocation: what kernels index, pass to instructions and return."""
 
     # Internal state is underscore-named: kernels may not touch private attributes (static.py).
-    __slots__ = ("_alloc", "_data", "_written", "_key", "_fresh", "_from_te", "_producer", "__weakref__")
+    __slots__ = ("_alloc", "_data", "_written", "_key", "_fresh", "_from_te", "_producer", "_valid", "__weakref__")
 
-    def __init__(self, alloc: Allocation, data: np.ndarray, written: np.ndarray, key: tuple | None = None) -> None:
+    def __init__(self, alloc: Allocation, data: np.ndarray, written: np.ndarray, key: tuple | None = None,
+                 valid: np.ndarray | None = None) -> None:
         self._alloc = alloc
+        # For an index-expression view that reaches past the tensor: which elements are in
+        # bounds. Such a view may only be used under a mask= that excludes the others (NKI
+        # checks bounds after applying the mask, as the tail tiles of tutorials rely on).
+        self._valid = valid
         self._data = data
         self._written = written
         self._key = key
@@ -316,11 +355,17 @@ class Tensor:
 
     # -- indexing -------------------------------------------------------------------
     def __getitem__(self, key: Any) -> "Tensor":
-        key = normalize_key(key, self.shape, "tensor[...]")
         if self._key is not None:
             raise fail("nested-index", "this view was made with index arrays (nl.arange/nl.mgrid); index the original tensor once with the combined indices", "tensor[...]")
+        oob: list[str] = []
+        key = normalize_key(key, self.shape, "tensor[...]", deferred=oob)
         if any(isinstance(k, np.ndarray) for k in key):
-            return Tensor(self._alloc, self._data, self._written, key)
+            valid = None
+            if oob:
+                valid, key = _clip_key(key, self.shape)
+                if not valid.any():
+                    raise fail("out-of-bounds", oob[0], "tensor[...]", "index expressions within the tensor")
+            return Tensor(self._alloc, self._data, self._written, key, valid)
         return Tensor(self._alloc, self._data[key], self._written[key], None)
 
     def _values(self) -> np.ndarray:
@@ -339,6 +384,11 @@ class Tensor:
             except ValueError:
                 raise fail("shape-mismatch", f"cannot write a {values.shape} result into a {shape} tile") from None
         cast = _cast(values, self.dtype)
+        check_bounds(self, mask, "the destination", "store")
+        if self._valid is not None and mask is None:
+            mask = self._valid
+        elif self._valid is not None:
+            mask = np.broadcast_to(np.asarray(mask, dtype=bool), shape) & np.broadcast_to(self._valid, shape)
         if mask is not None:
             mask = np.broadcast_to(np.asarray(mask, dtype=bool), shape)
             if self._key is None:
@@ -408,7 +458,31 @@ def _cast(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
         return values.astype(dtype)
 
 
-def normalize_key(key: Any, shape: tuple[int, ...], call: str) -> tuple:
+def _clip_key(key: tuple, shape: tuple[int, ...]) -> tuple[np.ndarray, tuple]:
+    """In-bounds elements of an index-array view (broadcast to the view's shape), and the key
+    with out-of-range indices clamped so that NumPy can index."""
+    dims = [i for i, k in enumerate(key) if k is not None and not isinstance(k, slice)]
+    axis_of = {}
+    d = 0
+    for i, k in enumerate(key):
+        if k is None:
+            continue
+        axis_of[i] = d
+        d += 1
+    arrays = [np.asarray(key[i]) for i in dims if isinstance(key[i], np.ndarray)]
+    bshape = np.broadcast_shapes(*[a.shape for a in arrays]) if arrays else ()
+    valid = np.ones(bshape, dtype=bool)
+    new = list(key)
+    for i in dims:
+        k = key[i]
+        if isinstance(k, np.ndarray):
+            size = shape[axis_of[i]]
+            valid &= np.broadcast_to((k >= 0) & (k < size), bshape)
+            new[i] = np.clip(k, 0, size - 1)
+    return valid, tuple(new)
+
+
+def normalize_key(key: Any, shape: tuple[int, ...], call: str, deferred: list[str] | None = None) -> tuple:
     """Check bounds of an index (ints, slices, index arrays) and return a tuple key.
 
     NumPy silently clips slices that run past the end; NKI must not, so every slice and
@@ -462,6 +536,12 @@ def normalize_key(key: Any, shape: tuple[int, ...], call: str) -> tuple:
             if arr.dtype.kind not in "iu":
                 raise fail("index", f"index array on axis {dim} must hold integers, got {arr.dtype}", call)
             if arr.size and (arr.min() < 0 or arr.max() >= size):
+                if deferred is not None:
+                    deferred.append(f"index expression on axis {dim} spans {int(arr.min())}..{int(arr.max())} but the "
+                                    f"tensor of shape {shape} has {size} there")
+                    out.append(arr)
+                    dim += 1
+                    continue
                 raise fail(
                     "out-of-bounds",
                     f"index expression on axis {dim} spans {int(arr.min())}..{int(arr.max())} but the tensor of shape {shape} has {size} there",
@@ -484,10 +564,23 @@ def _expand_key(key: tuple, shape: tuple[int, ...]) -> tuple[np.ndarray, ...]:
 
 
 # ---------------------------------------------------------------------------- tensors
+class ParDim(int):
+    """``nl.par_dim(n)``: marks the partition axis of an on-chip shape; the axes before it
+    are block dimensions (separate tiles in the same partitions, indexed first)."""
+
+    def __repr__(self) -> str:
+        return f"par_dim({int(self)})"
+
+
 def new_tensor(shape: Iterable[int], dtype: Any, buffer: Any, name: str = "", call: str = "nl.ndarray",
                count: bool = True) -> Tensor:
-    shape = tuple(int(s) for s in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+    raw = tuple(shape if isinstance(shape, (tuple, list)) else (shape,))
+    marked = [i for i, s in enumerate(raw) if isinstance(s, ParDim)]
+    pdim = marked[0] if marked else 0
+    shape = tuple(int(s) for s in raw)
     buf = str(buffer) if buffer is not None else "sbuf"
+    if buf not in ON_CHIP:
+        pdim = 0
     if buf not in ON_CHIP + HBM_BUFFERS:
         raise fail("bad-buffer", f"unknown buffer {buffer!r}; use nl.sbuf, nl.psum, nl.hbm or nl.shared_hbm", call)
     dt = as_dtype(dtype, call)
@@ -499,7 +592,8 @@ def new_tensor(shape: Iterable[int], dtype: Any, buffer: Any, name: str = "", ca
             alloc = Allocation(shape, dt, buf, name, count=count, call=call)
             STATE.shared_memo[key] = alloc
     else:
-        alloc = Allocation(shape, dt, buf, name, count=count, call=call)
+        alloc = Allocation(shape, dt, buffer if isinstance(buffer, BufferKind) else buf, name, count=count, call=call,
+                           pdim=pdim)
     return Tensor(alloc, alloc._data, alloc._written)
 
 
@@ -517,12 +611,28 @@ def require_tensor(x: Any, what: str, call: str) -> Tensor:
     return x
 
 
+def check_bounds(t: Tensor, mask: Any, what: str, call: str) -> None:
+    """A view reaching past its tensor is usable only where ``mask`` excludes the outside."""
+    if t._valid is None:
+        return
+    bad = ~np.broadcast_to(t._valid, t.shape)
+    if mask is not None:
+        bad = bad & np.broadcast_to(np.asarray(mask, dtype=bool), t.shape)
+    if bad.any():
+        raise fail("out-of-bounds", f"{what} indexes {int(bad.sum())} elements outside its tensor of shape "
+                   f"{t._alloc._data.shape}" + ("" if mask is not None else "; mask them out with mask=(...)"),
+                   call, "index expressions within the tensor (or masked out)")
+
+
 def read(t: Tensor, what: str, call: str, mask: np.ndarray | None = None) -> np.ndarray:
-    """The values of a view, after checking every element read was written before."""
+    """The values of a view. Reading memory that nobody wrote is an error when none of the
+    elements read were written; a partly written tile (a masked tail tile) may be read as a
+    whole, its unwritten elements are NaN (integers 0), and only written data reaches HBM."""
+    check_bounds(t, mask, what, call)
     w = t._written_mask()
     if mask is not None:
         w = np.where(np.broadcast_to(np.asarray(mask, dtype=bool), w.shape), w, True)
-    if not w.all():
+    if not w.any() or (mask is None and t._valid is None and t.on_chip is False and not w.all()):
         missing = int(w.size - np.count_nonzero(w))
         raise fail(
             "unwritten-read",
@@ -580,7 +690,7 @@ def region(t: Tensor) -> tuple[int, int, int, int, int]:
     slice along a free axis touches the same byte range of every partition it covers.
     HBM tensors use one flat byte range. Views made with index arrays count as the whole
     allocation (conservative)."""
-    base = t._alloc._data
+    base = t._alloc._phys
     if t._key is not None or t._data.size == 0 or base.ndim == 0:
         return (t._alloc.id, 0, max(1, base.shape[0] if base.ndim else 1), 0, int(base.nbytes))
     offset = t._data.__array_interface__["data"][0] - base.__array_interface__["data"][0]
@@ -591,8 +701,10 @@ def region(t: Tensor) -> tuple[int, int, int, int, int]:
     pstride = base.strides[0]
     p0, f0 = divmod(offset, pstride)
     dims = list(zip(t._data.shape, t._data.strides))
-    if dims and dims[0][1] == pstride:
-        pn, dims = dims[0][0], dims[1:]
+    at = next((i for i, (n, st) in enumerate(dims) if st == pstride and n > 1), None)
+    if at is not None:
+        pn = dims[at][0]
+        dims = dims[:at] + dims[at + 1:]
     else:
         pn = 1
     fhi = f0 + item + sum((n - 1) * st for n, st in dims if n > 0)

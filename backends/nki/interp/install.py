@@ -18,7 +18,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from autocomp.backends.nki.interp import core, isa, language
+from autocomp.backends.nki.interp import compiler, core, isa, language
 from autocomp.backends.nki.interp.core import STATE, Tensor, fail
 from autocomp.backends.nki.interp.errors import NkiError
 from autocomp.backends.nki.trace import Instr
@@ -87,7 +87,9 @@ def execute(fn: Callable[..., Any], arrays: Sequence[np.ndarray], *, kernel_file
     core.begin_run(kernel_file, reverse_affine)
     try:
         # 0-d inputs are compile-time scalars (a float scale, an int size), not HBM tensors.
-        args = [np.asarray(a).item() if np.ndim(a) == 0 else core.input_tensor(a, names[i] if i < len(names) else f"arg{i}")
+        # 0-d values and tuples (a shape, a pool size) are compile-time constants, not HBM tensors.
+        args = [a if isinstance(a, tuple) else np.asarray(a).item() if np.ndim(a) == 0
+                else core.input_tensor(a, names[i] if i < len(names) else f"arg{i}")
                 for i, a in enumerate(arrays)]
         outputs: list[np.ndarray] = []
         if grid:
@@ -100,7 +102,8 @@ def execute(fn: Callable[..., Any], arrays: Sequence[np.ndarray], *, kernel_file
             outputs = _collect(result)
         else:
             outputs = _collect(fn(*args, **(kwargs or {})))
-        after = [np.array(a._data, copy=True) if isinstance(a, Tensor) else np.asarray(arrays[i]).copy()
+        after = [np.array(a._data, copy=True) if isinstance(a, Tensor) else
+                 (arrays[i] if isinstance(arrays[i], tuple) else np.asarray(arrays[i]).copy())
                  for i, a in enumerate(args)]
         return RunResult(outputs, after, list(STATE.trace))
     finally:
@@ -118,14 +121,14 @@ class Kernel:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if STATE.active or any(isinstance(a, Tensor) for a in args):
             return self.func(*args, **kwargs)
-        res = execute(self.func, [np.asarray(a) for a in args], kwargs=kwargs)
+        res = execute(self.func, [a if isinstance(a, tuple) else np.asarray(a) for a in args], kwargs=kwargs)
         return res.outputs[0] if len(res.outputs) == 1 else tuple(res.outputs)
 
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
         grid = grid if isinstance(grid, tuple) else (grid,)
 
         def launch(*args: Any, **kwargs: Any) -> Any:
-            res = execute(self.func, [np.asarray(a) for a in args], grid=grid, kwargs=kwargs)
+            res = execute(self.func, [a if isinstance(a, tuple) else np.asarray(a) for a in args], grid=grid, kwargs=kwargs)
             return res.outputs[0] if len(res.outputs) == 1 else tuple(res.outputs)
 
         return launch
@@ -133,12 +136,15 @@ class Kernel:
 
 def jit(func: Callable[..., Any] | None = None, **options: Any) -> Any:
     if func is None:
-        return lambda f: Kernel(f)
-    return Kernel(func)
+        return lambda f: f if isinstance(f, Kernel) else Kernel(f)
+    return func if isinstance(func, Kernel) else Kernel(func)
 
 
 def simulate_kernel(kernel: Any, *args: Any, **kwargs: Any) -> Any:
-    return (kernel if isinstance(kernel, Kernel) else Kernel(kernel))(*args, **kwargs)
+    """Run a kernel (or a launch ``kernel[grid]``, already a host-level callable)."""
+    if isinstance(kernel, Kernel) or getattr(kernel, "__name__", "") != "launch":
+        kernel = kernel if isinstance(kernel, Kernel) else Kernel(kernel)
+    return kernel(*args, **kwargs)
 
 
 # ---------------------------------------------------------------------------- modules
@@ -167,7 +173,7 @@ def _isa_attrs(style: str) -> dict[str, Any]:
     table = isa.FUNCTIONS if style == "new" else isa.OLD_FUNCTIONS
     attrs: dict[str, Any] = {name: _styled(style, f"isa.{name}", fn) for name, fn in table.items()}
     attrs.update(
-        engine=isa.engine,
+        engine=isa.engine, reduce_cmd=isa.reduce_cmd,
         tensor_engine="tensor", vector_engine="vector", scalar_engine="scalar", gpsimd_engine="gpsimd", unknown_engine=None,
         nc_version=types.SimpleNamespace(gen2="gen2", gen3="gen3"),
         get_nc_version=lambda: "gen2",
@@ -179,13 +185,14 @@ def build_modules(style: str) -> dict[str, types.ModuleType]:
     """The module objects for one API family, keyed by their import names."""
     lang = _module(("nki" if style == "new" else "neuronxcc.nki") + ".language", _language_attrs(style))
     isa_mod = _module(("nki" if style == "new" else "neuronxcc.nki") + ".isa", _isa_attrs(style))
-    common = {"jit": jit, "baremetal": jit, "benchmark": jit, "profile": jit, "trace": jit, "simulate_kernel": simulate_kernel,
+    ncc = _module(("nki" if style == "new" else "neuronxcc.nki") + ".compiler", dict(compiler.ATTRS))
+    common = {"compiler": ncc, "tensor": Tensor, "jit": jit, "baremetal": jit, "benchmark": jit, "profile": jit, "trace": jit, "simulate_kernel": simulate_kernel,
               "simulate": lambda kernel, *a, **k: simulate_kernel(kernel, *a, **k), "language": lang, "isa": isa_mod,
               "Kernel": Kernel}
     if style == "new":
         root = _module("nki", common)
         root.__path__ = []  # a package, so `import nki.language` works
-        return {"nki": root, "nki.language": lang, "nki.isa": isa_mod}
+        return {"nki": root, "nki.language": lang, "nki.isa": isa_mod, "nki.compiler": ncc}
     nki_mod = _module("neuronxcc.nki", common)
     nki_mod.__path__ = []
     typing_mod = _module("neuronxcc.nki.typing", {"tensor": Tensor})
@@ -193,7 +200,7 @@ def build_modules(style: str) -> dict[str, types.ModuleType]:
     root = _module("neuronxcc", {"nki": nki_mod})
     root.__path__ = []
     return {"neuronxcc": root, "neuronxcc.nki": nki_mod, "neuronxcc.nki.language": lang, "neuronxcc.nki.isa": isa_mod,
-            "neuronxcc.nki.typing": typing_mod}
+            "neuronxcc.nki.typing": typing_mod, "neuronxcc.nki.compiler": ncc}
 
 
 def real_sdk(style: str) -> str | None:

@@ -100,6 +100,7 @@ BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "maximum": np.maximum,
     "minimum": np.minimum,
     "power": np.power,
+    "mod": np.mod,
     "equal": lambda a, b: (a == b).astype(np.float32),
     "not_equal": lambda a, b: (a != b).astype(np.float32),
     "greater": lambda a, b: (a > b).astype(np.float32),
@@ -282,10 +283,14 @@ def dma_copy(dst: Any = None, src: Any = None, *, mask: Any = None, dge_mode: An
             raise fail("dma-psum", f"{what} is in PSUM; DMA engines move data between HBM and SBUF only — copy PSUM to SBUF "
                        "first (nisa.tensor_copy / nl.copy)", call, "DMA endpoints: HBM and SBUF")
     values = read(src, "src", call, mask=mask)
+    defined = src._written_mask()
+    if src._valid is not None:
+        defined = defined & np.broadcast_to(src._valid, defined.shape)
     if transpose:
         if values.ndim != 2:
             raise fail("shape-mismatch", f"a 2-D transposing load needs a 2-D source, got {values.shape}", call)
         values = values.T
+        defined = defined.T
     if tuple(values.shape) != tuple(dst.shape):
         if values.size == int(np.prod(dst.shape)) and values.shape and dst.shape and values.shape[0] == dst.shape[0]:
             values = values.reshape(dst.shape)
@@ -297,7 +302,14 @@ def dma_copy(dst: Any = None, src: Any = None, *, mask: Any = None, dge_mode: An
     chip_side = dst if dst.on_chip else src
     nbytes = int(values.size) * max(src.dtype.itemsize, dst.dtype.itemsize)
     chunk = src.dtype.itemsize if transpose else _contiguous_bytes(hbm_side)
-    _write(dst, values, mask)
+    if mask is not None and STATE.style == "new":
+        raise fail("mixed-api", "mask= belongs to the older neuronxcc.nki API", static=True)
+    # Only what the source holds becomes written: the unwritten rows of a masked tail tile
+    # stay unwritten in HBM, so the output check still sees them.
+    if not defined.all():
+        defined = defined.reshape(dst.shape)
+        mask = defined if mask is None else np.broadcast_to(np.asarray(mask, dtype=bool), dst.shape) & defined
+    dst._store(values, None if mask is None else np.asarray(mask, dtype=bool))
     _consume(src)
     record("dma_copy" if not transpose else "dma_transpose", "dma", chip_side.shape[0] if chip_side.shape else 1,
            free_size(chip_side.shape), max(src.dtype.itemsize, dst.dtype.itemsize), [src], [dst],
@@ -752,3 +764,132 @@ OLD_FUNCTIONS: dict[str, Callable[..., Any]] = {
     "memset": _old_memset,
     "iota": _old_iota,
 }
+
+
+# ---------------------------------------------------------------------------- more instructions
+def tensor_tensor_scan(dst: Any = None, data0: Any = None, data1: Any = None, initial: Any = 0.0, op0: Any = None,
+                       op1: Any = None, reverse0: bool = False, reverse1: bool = False, *, dtype: Any = None,
+                       mask: Any = None, name: str = "", call: str = "nisa.tensor_tensor_scan") -> Tensor | None:
+    """A recurrence along the free axis, per partition (VectorE):
+    ``out[:, i] = (data0[:, i] op0 out[:, i-1]) op1 data1[:, i]`` with ``out[:, -1] = initial``."""
+    a = _on_chip(data0, "data0", call)
+    b = _on_chip(data1, "data1", call)
+    shape = _elementwise_shape(a, b, call)
+    p = shape[0]
+    o0, o1 = binop(op0, call), binop(op1, call)
+    init, ti = _operand(initial, p, "initial", call)
+    x0 = _f32(read(a, "data0", call, mask)).reshape(p, -1)
+    x1 = _f32(read(b, "data1", call, mask)).reshape(p, -1)
+    prev = np.broadcast_to(np.asarray(init, dtype=np.float32).reshape(-1), (p,)).astype(np.float32)
+    out_v = np.empty_like(x0)
+    with np.errstate(all="ignore"):
+        for i in range(x0.shape[1]):  # a true recurrence: one vector step per free element
+            t = o0.fn(prev, x0[:, i]) if reverse0 else o0.fn(x0[:, i], prev)
+            prev = (o1.fn(x1[:, i], t) if reverse1 else o1.fn(t, x1[:, i])).astype(np.float32)
+            out_v[:, i] = prev
+    out = _output(dst, shape, dtype or _wider(a, b), call)
+    _write(out, out_v.reshape(shape), mask)
+    _consume(a, b, ti)
+    record("tensor_tensor_scan", "vector", p, free_size(shape), _dtype_bytes(a, b, out),
+           [a, b] + ([ti] if ti is not None else []), [out], op=o0.name)
+    return out if out._fresh else None
+
+
+def tensor_scalar_reduce(dst: Any = None, data: Any = None, op0: Any = None, operand0: Any = None, reduce_op: Any = None,
+                         reduce_res: Any = None, reverse0: bool = False, *, dtype: Any = None, mask: Any = None,
+                         name: str = "", call: str = "nisa.tensor_scalar_reduce") -> Tensor | None:
+    """``data op0 operand0`` (VectorE), also reduced along the free axes into ``reduce_res``."""
+    t = _on_chip(data, "data", call)
+    p = t.shape[0]
+    x = _f32(read(t, "data", call, mask))
+    v0, t0 = _operand(operand0, p, "operand0", call)
+    o0 = binop(op0, call)
+    with np.errstate(all="ignore"):
+        x = o0.fn(_bcast_free(v0, x.shape), x) if reverse0 else o0.fn(x, _bcast_free(v0, x.shape))
+    out = _output(dst, t.shape, dtype or t.dtype, call)
+    _write(out, x, mask)
+    writes = [out]
+    if reduce_res is not None:
+        r = _on_chip(reduce_res, "reduce_res", call)
+        if r.shape[0] != p or free_size(r.shape) != 1:
+            raise fail("shape-mismatch", f"reduce_res must be ({p}, 1), got {r.shape}", call)
+        rname = redop(reduce_op if reduce_op is not None else "add", call)
+        r._store(REDUCE[rname](np.asarray(x, dtype=np.float32).reshape(p, -1), axis=1, keepdims=True).reshape(r.shape))
+        writes.append(r)
+    _consume(t, t0)
+    record("tensor_scalar", "vector", p, free_size(t.shape), _dtype_bytes(t, out), [t] + ([t0] if t0 is not None else []),
+           writes, op=o0.name)
+    return out if out._fresh else None
+
+
+def affine_select(dst: Any = None, pred: Any = None, on_true_tile: Any = None, on_false_value: Any = 0.0, *,
+                  dtype: Any = None, mask: Any = None, name: str = "", call: str = "nisa.affine_select") -> Tensor | None:
+    """``where(pred, on_true_tile, on_false_value)`` with ``pred`` an affine comparison of
+    nl.arange / nl.mgrid indices (GpSimdE): causal masks and friends."""
+    t = _on_chip(on_true_tile, "on_true_tile", call)
+    cond = np.asarray(pred)
+    if cond.dtype != np.bool_:
+        raise fail("bad-operand", "affine_select's pred must be a comparison of nl.arange / nl.mgrid index expressions", call)
+    try:
+        cond = np.broadcast_to(cond, t.shape)
+    except ValueError:
+        raise fail("shape-mismatch", f"pred of shape {cond.shape} does not match on_true_tile {t.shape}", call) from None
+    if not isinstance(on_false_value, (int, float, np.integer, np.floating)):
+        raise fail("bad-operand", "on_false_value must be a number", call)
+    x = _f32(read(t, "on_true_tile", call, mask))
+    values = np.where(cond, x, np.float32(on_false_value))
+    out = _output(dst, t.shape, dtype or t.dtype, call)
+    _write(out, values, mask)
+    _consume(t)
+    record("affine_select", "gpsimd", t.shape[0], free_size(t.shape), _dtype_bytes(t, out), [t], [out])
+    return out if out._fresh else None
+
+
+def dma_transpose(dst: Any = None, src: Any = None, *, axes: Any = None, dtype: Any = None, mask: Any = None,
+                  name: str = "", call: str = "nisa.dma_transpose") -> Tensor | None:
+    """Transpose a 2-D tile while moving it with a DMA (element-granular)."""
+    s = core.require_tensor(src, "src", call)
+    if s.ndim != 2:
+        raise fail("shape-mismatch", f"dma_transpose moves a 2-D tile, got {s.shape}", call)
+    if _style() == "new":
+        dma_copy(dst, s, call=call, transpose=True)
+        return None
+    out = core.new_tensor((s.shape[1], s.shape[0]), dtype or s.dtype, "sbuf", call=call)
+    dma_copy(out, s, call=call, transpose=True)
+    out._fresh = True
+    return out
+
+
+class _ReduceCmd:
+    """``nisa.reduce_cmd``: how an instruction's accumulator registers start."""
+
+    idle = "idle"
+    reset = "reset"
+    reset_reduce = "reset_reduce"
+    reduce = "reduce"
+
+
+reduce_cmd = _ReduceCmd()
+
+FUNCTIONS.update(tensor_tensor_scan=tensor_tensor_scan, tensor_scalar_reduce=tensor_scalar_reduce,
+                 affine_select=affine_select, dma_transpose=dma_transpose)
+
+
+def _old_tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *, dtype=None, mask=None, **kw):
+    return tensor_tensor_scan(None, data0, data1, initial, op0, op1, reverse0, reverse1, dtype=dtype, mask=mask)
+
+
+def _old_tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None, **kw):
+    return tensor_scalar_reduce(None, data, op0, operand0, reduce_op, reduce_res, reverse0, dtype=dtype, mask=mask)
+
+
+def _old_affine_select(pred, on_true_tile, on_false_value, *, dtype=None, mask=None, **kw):
+    return affine_select(None, pred, on_true_tile, on_false_value, dtype=dtype, mask=mask)
+
+
+def _old_dma_transpose(src, *, axes=None, dtype=None, mask=None, **kw):
+    return dma_transpose(None, src, axes=axes, dtype=dtype, mask=mask)
+
+
+OLD_FUNCTIONS.update(tensor_tensor_scan=_old_tensor_tensor_scan, tensor_scalar_reduce=_old_tensor_scalar_reduce,
+                     affine_select=_old_affine_select, dma_transpose=_old_dma_transpose)

@@ -33,8 +33,8 @@ class tile_size:  # noqa: N801 - mirrors nl.tile_size
 
 
 def par_dim(n: int) -> int:
-    """Marks the partition dimension in a shape; the interpreter treats axis 0 as partition."""
-    return int(n)
+    """Marks the partition dimension in a shape (axes before it are block dimensions)."""
+    return core.ParDim(int(n))
 
 
 def ds(start: int, size: int) -> slice:
@@ -192,11 +192,22 @@ def store(dst: Tensor, value: Any, mask: Any = None, **kw: Any) -> None:
     dst = core.require_tensor(dst, "dst", "nl.store")
     if not dst.is_hbm:
         raise fail("bad-operand", f"nl.store writes HBM, but dst is in {dst._alloc.buffer}", "nl.store")
-    value = core.require_tensor(value, "value", "nl.store")
+    value = _to_sbuf(core.require_tensor(value, "value", "nl.store"), "nl.store")
     if mask is None:
         isa.dma_copy(dst, value, call="nl.store")
     else:
         _masked_dma(dst, value, mask, "nl.store")
+
+
+def _to_sbuf(t: Tensor, call: str) -> Tensor:
+    """The older API's compiler moves a PSUM operand to SBUF where an instruction cannot read
+    PSUM (a DMA, a matmul operand): one VectorE copy."""
+    if t._alloc.buffer != "psum":
+        return t
+    out = core.new_tensor(t.shape, t.dtype, sbuf, call=call)
+    out._store(read(t, "value", call))
+    record("tensor_copy", "vector", t.shape[0], free_size(t.shape), t.dtype.itemsize, [t], [out])
+    return out
 
 
 def _masked_dma(dst: Tensor, src: Tensor, mask: Any, call: str) -> None:
@@ -210,7 +221,9 @@ def _masked_dma(dst: Tensor, src: Tensor, mask: Any, call: str) -> None:
 
 # ---------------------------------------------------------------------------- older API: compute
 def _fresh_result(values: np.ndarray, dtype: Any, buffer: str = "sbuf", call: str = "") -> Tensor:
-    out = core.new_tensor(values.shape, dtype, buffer, call=call, count=buffer != "psum")
+    # An expression's temporary: the compiler places it (and reuses its space as soon as the
+    # expression is done), so it is not held against SBUF capacity the way named tiles are.
+    out = core.new_tensor(values.shape, dtype, buffer, call=call, count=False)
     out._store(values)
     out._fresh = True
     return out
@@ -236,7 +249,7 @@ def _binary(name: str, x: Any, y: Any, dtype: Any = None, mask: Any = None, **kw
             raise fail("partition-broadcast", f"operands {a.shape} and {b.shape} differ in the partition dimension; "
                        "broadcast along partitions explicitly (tile.broadcast_to) or use a matmul", call,
                        "elementwise operands share the partition dimension")
-        av, bv = isa._f32(read(a, "x", call, mask)), isa._f32(read(b, "y", call, mask))
+        av, bv = _nki_broadcast(isa._f32(read(a, "x", call, mask)), isa._f32(read(b, "y", call, mask)))
         try:
             shape = np.broadcast_shapes(av.shape, bv.shape)
         except ValueError:
@@ -259,6 +272,14 @@ def _binary(name: str, x: Any, y: Any, dtype: Any = None, mask: Any = None, **kw
     record("tensor_scalar", "gpsimd" if name == "power" else "vector", t.shape[0], free_size(t.shape),
            isa._dtype_bytes(t, out), [t], [out], op=name)
     return out
+
+
+def _nki_broadcast(*vals: np.ndarray) -> list[np.ndarray]:
+    """NKI broadcasting is partition-aligned: axis 0 of every operand is the partition axis,
+    so an operand with fewer axes gains size-1 axes on the right (a (128,) row maximum
+    broadcasts along the free axis of a (128, 512) tile), unlike NumPy's right alignment."""
+    nd = max(v.ndim for v in vals)
+    return [v.reshape(v.shape + (1,) * (nd - v.ndim)) if 0 < v.ndim < nd else v for v in vals]
 
 
 def _unary(name: str, x: Any, dtype: Any = None, mask: Any = None, **kw: Any) -> Tensor:
@@ -302,7 +323,8 @@ def matmul(x: Any, y: Any, transpose_x: bool = False, mask: Any = None, **kw: An
     """x @ y (or x.T @ y with transpose_x=True) into PSUM; without transpose_x the compiler
     first transposes x on TensorE, which the trace records as its own instruction."""
     _older("nl.matmul", "nisa.nc_matmul(dst=psum_tile, stationary=..., moving=...)")
-    x = _as_tile(x, "x", "nl.matmul")
+    x = _to_sbuf(_as_tile(x, "x", "nl.matmul"), "nl.matmul")
+    y = _to_sbuf(_as_tile(y, "y", "nl.matmul"), "nl.matmul")
     if not transpose_x:
         if x.ndim != 2:
             raise fail("shape-mismatch", f"nl.matmul x must be 2-D, got {x.shape}", "nl.matmul")
@@ -378,7 +400,9 @@ def _inplace(name: str, target: Tensor, value: Any) -> Tensor:
     """``psum_tile += nl.matmul(...)`` accumulates in PSUM for free; other ``op=`` are VectorE ops."""
     if (name == "add" and isinstance(value, Tensor) and value._fresh and value._from_te
             and target._alloc.buffer == "psum"):
-        prev = isa._f32(read(target, "accumulator", "+="))
+        # A matmul accumulation group starts from zero: elements of the PSUM tile that no
+        # earlier instruction wrote count as 0 (what the compiler's first matmul does).
+        prev = np.where(target._written_mask(), isa._f32(target._values()), np.float32(0))
         target._store(prev + isa._f32(value._values()).reshape(prev.shape))
         core.amend(value._producer, reads=(core.region(target),), writes=(core.region(target),))
         value._fresh = False
@@ -410,13 +434,114 @@ def _make_ops() -> dict[str, isa.Op]:
 OPS = _make_ops()
 isa.OP_OBJECTS.update(OPS)
 
-REDUCTIONS = {
-    name: (lambda n: lambda x, axis=None, dtype=None, keepdims=False, mask=None, **kw: _reduce(n, x, axis, dtype, keepdims, mask))(name)
-    for name in ("sum", "max", "min", "mean", "prod")
-}
+def _make_reduction(n: str) -> Any:
+    def reduction(x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, mask: Any = None, **kw: Any) -> Tensor:
+        return _reduce(n, x, axis, dtype, keepdims, mask)
+
+    reduction.__name__ = reduction.__qualname__ = n  # nl.max is also a reduce_op= / op= identifier
+    return reduction
+
+
+REDUCTIONS = {name: _make_reduction(name) for name in ("sum", "max", "min", "mean", "prod")}
+
+
+# ---------------------------------------------------------------------------- more of the language
+def static_cast(x: Any, dtype: Any) -> Any:
+    """Host helper: a NumPy array rounded to ``dtype`` (tiles: a converting copy)."""
+    if isinstance(x, Tensor):
+        _older("nl.static_cast", "nisa.tensor_copy(dst=..., src=...)")
+        return isa.tensor_copy(None, x, dtype=dtype, call="nl.static_cast")
+    return np.asarray(x).astype(core.as_dtype(dtype, "nl.static_cast"))
+
+
+def spmd_dim(size: int, *rest: Any) -> int:
+    """A launch-grid dimension spread over Neuron cores: ``nl.spmd_dim(n, nl.nc(2))`` launches
+    ``n`` instances on each of 2 cores, ``2 n`` along that axis in all."""
+    total = int(size)
+    for r in rest:
+        total *= int(r)
+    return total
+
+
+def nc(n: int) -> int:
+    return int(n)
+
+
+def shared_constant(value: Any, dtype: Any = None, **kw: Any) -> Tensor:
+    """A trace-time constant (e.g. an identity matrix) placed in HBM."""
+    arr = np.asarray(value)
+    if arr.dtype.kind not in "biuf" or arr.size > (1 << 22):
+        raise fail("bad-operand", "nl.shared_constant takes a numeric NumPy array of at most 4M elements", "nl.shared_constant")
+    t = core.new_tensor(arr.shape, dtype if dtype is not None else arr.dtype, hbm, call="nl.shared_constant")
+    t._store(arr.astype(np.float64) if arr.dtype.kind != "f" else arr)
+    return t
+
+
+class _Limits:
+    def __init__(self, dt: np.dtype) -> None:
+        if core.is_float(dt):
+            info = core._mld.finfo(dt) if dt.kind != "f" and core._mld is not None else np.finfo(dt)
+        else:
+            info = np.iinfo(dt)
+        self.min = float(info.min) if core.is_float(dt) else int(info.min)
+        self.max = float(info.max) if core.is_float(dt) else int(info.max)
+        self.bits = int(info.bits)
+        self.dtype = dt
+
+    def __repr__(self) -> str:
+        return f"limits({core.dtype_name(self.dtype)}, min={self.min}, max={self.max})"
+
+
+def finfo(dtype: Any) -> _Limits:
+    """Limits of a float dtype (``nl.finfo(nl.float32).min``)."""
+    return _Limits(core.as_dtype(dtype, "nl.finfo"))
+
+
+iinfo = finfo
+
+
+def where(condition: Any, x: Any, y: Any, dtype: Any = None, mask: Any = None, **kw: Any) -> Tensor:
+    """Elementwise select (VectorE): ``x`` where ``condition`` is non-zero, else ``y``."""
+    call = "nl.where"
+    _older(call, "nisa.tensor_tensor / nisa.affine_select with dst=")
+    c = _as_tile(condition, "condition", call)
+    cv = isa._f32(read(c, "condition", call, mask))
+    ops, reads = [], [c]
+    for v, what in ((x, "x"), (y, "y")):
+        if isinstance(v, Tensor):
+            t = _as_tile(v, what, call)
+            if t.shape[0] != c.shape[0]:
+                raise fail("partition-broadcast", f"{what} {t.shape} and condition {c.shape} differ in the partition dimension", call)
+            ops.append(isa._f32(read(t, what, call, mask)))
+            reads.append(t)
+        else:
+            ops.append(np.float32(float(v)))
+    try:
+        values = np.where(*_nki_broadcast(cv != 0, *[o if isinstance(o, np.ndarray) else np.asarray(o) for o in ops]))
+    except ValueError:
+        raise fail("shape-mismatch", "condition, x and y do not broadcast", call) from None
+    out = _fresh_result(values, dtype or (reads[1].dtype if len(reads) > 1 else c.dtype), call=call)
+    isa._consume(*reads)
+    record("tensor_tensor", "vector", c.shape[0], free_size(values.shape), isa._dtype_bytes(*reads, out), reads, [out], op="select")
+    return out
+
+
+def loop_reduce(x: Any, op: Any, loop_indices: Any = (), dtype: Any = None, mask: Any = None, **kw: Any) -> Tensor:
+    """The older API's loop-carried reduction: the value of ``x`` (a copy) that the caller
+    accumulates with ``op`` across the named loop iterations."""
+    return isa.tensor_copy(None, x, dtype=dtype, mask=mask, call="nl.loop_reduce")
+
+
+import types as _types
+
+FLOAT_LIMITS = {alias: _types.SimpleNamespace(min=_Limits(core.DTYPES[name]).min, max=_Limits(core.DTYPES[name]).max)
+                for alias, name in (("fp32", "float32"), ("fp16", "float16"), ("bf16", "bfloat16"))
+                if name in core.DTYPES}
 
 # Names exported by both module styles.
 SHARED = {
+    "static_cast": static_cast, "spmd_dim": spmd_dim, "nc": nc, "shared_constant": shared_constant, "finfo": finfo,
+    "iinfo": iinfo, **FLOAT_LIMITS,
     "sbuf": sbuf, "psum": psum, "hbm": hbm, "shared_hbm": shared_hbm, "private_hbm": private_hbm,
     "tile_size": tile_size, "par_dim": par_dim, "ds": ds, "arange": arange, "mgrid": mgrid,
     "affine_range": affine_range, "sequential_range": sequential_range, "static_range": static_range,
@@ -427,5 +552,5 @@ SHARED = {
 
 OLDER_ONLY = {
     "load": load, "store": store, "load_transpose2d": load_transpose2d, "matmul": matmul,
-    "transpose": transpose, "broadcast_to": broadcast_to, **REDUCTIONS,
+    "transpose": transpose, "broadcast_to": broadcast_to, "where": where, "loop_reduce": loop_reduce, **REDUCTIONS,
 }
