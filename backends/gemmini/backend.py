@@ -494,14 +494,21 @@ class GemminiBackend(Backend):
         out = _tail(sim.stdout)
         printed = f"\nProgram output (untrusted):\n{out}" if out else ""
         if sim.timed_out:
-            limit = f"{int(self._setting('max_instructions')):,} instructions"
+            limit = f"{int(self._setting('max_instructions')):,} instructions per kernel call"
+            raise_hint = (
+                " (if the kernel is just slow, raise autocomp.target.gemmini.max_instructions and "
+                "autocomp.target.gemmini.run_timeout)"
+            )
             if getattr(sim, "stopped_quietly", False):
                 why = (
                     f"stopped: the simulation ended without the harness's exit: the program ran past {limit}, or it "
-                    f"stopped the simulator itself (writing tohost) instead of returning"
+                    f"stopped the simulator itself (writing tohost) instead of returning{raise_hint}"
                 )
             else:
-                why = f"stopped: the run exceeded the wall limit ({self._setting('run_timeout')} s) or {limit}"
+                why = (
+                    f"stopped: the run exceeded the wall limit ({self._setting('run_timeout')} s plus the harness's "
+                    f"allowance) or {limit}{raise_hint}"
+                )
             return Evaluation(
                 Verdict.TIMEOUT,
                 feedback=why + (f"; {sim.error}" if sim.error else "") + printed,

@@ -383,11 +383,13 @@ class KernelProcess:
             return dt
         if "buf" in x:
             buf = _BUFFERS[str(x["buf"])]
-            tiles = x.get("tiles")
-            if tiles:
+            tiles, base = x.get("tiles") or [], x.get("base")
+            if tiles or base is not None:
                 if not isinstance(tiles, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tiles):
                     raise ValueError("bad buffer tiles")
-                return core.buffer_with_tiles(str(buf), tiles)
+                if base is not None and (not isinstance(base, int) or isinstance(base, bool)):
+                    raise ValueError("bad buffer base address")
+                return core.buffer_with_tiles(str(buf), tiles, base)
             return buf
         if "nd" in x:
             if not arrays:

@@ -314,7 +314,7 @@ def encode(x: Any) -> Any:
     if x is None or isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
         return x
     if isinstance(x, core.BufferKind):
-        return {"buf": str(x), "tiles": list(x.tiles)} if x.tiles else {"buf": str(x)}
+        return {"buf": str(x), "tiles": list(x.tiles), "base": x.base_addr}
     if isinstance(x, str):
         return x
     if isinstance(x, TensorRef):

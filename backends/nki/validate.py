@@ -40,7 +40,11 @@ SAFE_BUILTINS = frozenset({
 # Exception classes a kernel may raise (``raise ValueError("shape")``), only in ``raise``.
 RAISABLE = frozenset({"ValueError", "AssertionError", "NotImplementedError", "TypeError", "RuntimeError"})
 # Attributes of values (tiles, tensors, dtypes, index grids) a kernel may read.
-VALUE_ATTRS = frozenset({"shape", "dtype", "ndim", "buffer", "itemsize", "reshape", "view", "broadcast_to", "p", "x", "y"})
+VALUE_ATTRS = frozenset({"shape", "dtype", "ndim", "buffer", "itemsize", "reshape", "view", "broadcast_to", "p", "x", "y", "z",
+                         "min", "max", "bits"})
+# Host NumPy constructors allowed only as the value of nl.shared_constant (a trace-time
+# constant such as an identity matrix).
+CONSTANT_MAKERS = frozenset({"identity", "eye", "tri", "ones", "zeros", "full", "arange"})
 VALUE_METHODS = frozenset({"reshape", "view", "broadcast_to"})
 # Decorators that mark a kernel (all run the kernel as written).
 JIT_NAMES = frozenset({"jit", "baremetal", "benchmark", "profile", "trace", "nki_jit"})
@@ -99,7 +103,16 @@ def api_tree(style: str) -> Api:
                                       if not k.startswith("_")}, module=True)
     isa = Api(f"{prefix}.isa", {k: _leaf_tree(f"nisa.{k}", v) for k, v in _isa_attrs(style).items()
                                 if not k.startswith("_")}, module=True)
-    kids: dict[str, Api] = {"language": lang, "isa": isa}
+    from autocomp.backends.nki.interp import compiler
+
+    ncc: dict[str, Api] = {}
+    for k, v in compiler.ATTRS.items():
+        if isinstance(v, compiler._Allocator):
+            ncc[k] = Api(f"ncc.{k}", {m: Api(f"ncc.{k}.{m}", call=True, value=True) for m in ("alloc", "mod_alloc", "auto_alloc")})
+        else:
+            ncc[k] = Api(f"ncc.{k}", call=True, value=True, decorator=k not in ("no_reorder", "multi_buffer"))
+    kids: dict[str, Api] = {"language": lang, "isa": isa, "compiler": Api(f"{prefix}.compiler", ncc, module=True),
+                            "tensor": Api(f"{prefix}.tensor", value=True)}
     for name in JIT_NAMES - {"nki_jit"}:
         kids[name] = Api(f"{prefix}.{name}", decorator=True)
     if style == "old":
@@ -506,6 +519,12 @@ class FunctionChecker:
                     self.issue(s, "exception arguments must be positional")
             else:
                 self.issue(s, "only `raise ValueError(...)` (or AssertionError, TypeError, ...) is allowed")
+        elif isinstance(s, ast.With) and all(
+                it.optional_vars is None and isinstance(it.context_expr, ast.Call)
+                and _dotted(it.context_expr.func).endswith(".no_reorder") for it in s.items):
+            for it in s.items:  # `with ncc.no_reorder():` only
+                self.expr(it.context_expr)
+            self.body(s.body)
         elif isinstance(s, ast.While):
             self.issue(s, "`while` loops are not part of the NKI subset; loop over nl.affine_range / nl.sequential_range")
         elif isinstance(s, (ast.Try,) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())):
@@ -707,7 +726,19 @@ class FunctionChecker:
         else:
             self.issue(e, "only NKI functions, helper functions of this file and a few builtins can be called")
             self.expr(e.func)
-        for a in e.args:
+        callee = _dotted(e.func) if isinstance(e.func, ast.Attribute) else ""
+        api = self.v._api_of(e.func) if isinstance(e.func, ast.Attribute) else None
+        for i, a in enumerate(e.args):
+            if i == 0 and api is not None and api.name == "nl.shared_constant" and isinstance(a, ast.Call) \
+                    and isinstance(a.func, ast.Attribute) and a.func.attr in CONSTANT_MAKERS \
+                    and isinstance(a.func.value, ast.Name) and a.func.value.id not in self.locals \
+                    and (self.v.api_name(a.func.value.id) or Api("")).name == "numpy":
+                for x in list(a.args) + [k.value for k in a.keywords]:  # np.identity(128, dtype=np.int8)
+                    self.expr(x)
+                continue
+            if api is not None and api.name.startswith("ncc.") and callee.endswith(".alloc") and isinstance(a, ast.Name) \
+                    and a.id not in self.locals and self.v.module_name(a.id) == "def":
+                continue  # ncc.psum.alloc(placement_function): the placement is the compiler's business
             self.expr(a)
         for k in e.keywords:
             if k.arg is not None and k.arg.startswith("__"):

@@ -335,3 +335,74 @@ AUTOCOMP_HARNESS_FN int main(void) {
 
 def test_movein_writes_take_the_port_of_a_bank_being_read(tmp_path):
     assert_ok(run_c(tmp_path, PORTS))
+
+
+CONV_FLAGS = r"""
+#define MAXE 12000
+static elem_t in_[MAXE], w_[MAXE], out_[MAXE], ref_[MAXE];
+static acc_t bias_[64];
+/* Reference convolution with every layout and flag tiled_conv_auto takes. */
+static int conv_case(int batch, int rows, int ich, int och, int k, int stride, int idil, int kdil, int pad,
+                     bool rot, bool t_out, bool t_in, bool t_w1203, bool t_w0132, int psize, int pstride, int ppad, int act) {
+  const int drows = (rows - 1) * idil + 1;
+  const int orows = (drows + 2 * pad - kdil * (k - 1) - 1) / stride + 1;
+  for (int i = 0; i < batch * rows * rows * ich; i++) in_[i] = (elem_t)(rnd() % 11 - 5);
+  for (int i = 0; i < k * k * ich * och; i++) w_[i] = (elem_t)(rnd() % 7 - 3);
+  for (int i = 0; i < och; i++) bias_[i] = (acc_t)(rnd() % 301) - 150;
+  static int32_t acc[MAXE];
+  for (int b = 0; b < batch; b++) for (int r = 0; r < orows; r++) for (int c = 0; c < orows; c++) for (int o = 0; o < och; o++) {
+    int32_t s = bias_[o];
+    for (int kr = 0; kr < k; kr++) for (int kc = 0; kc < k; kc++) for (int ch = 0; ch < ich; ch++) {
+      int ir = r * stride + kr * kdil - pad, ic = c * stride + kc * kdil - pad;
+      if (ir < 0 || ic < 0 || ir % idil || ic % idil) continue;
+      ir /= idil; ic /= idil;
+      if (ir >= rows || ic >= rows) continue;
+      int wr = rot ? k - 1 - kr : kr, wc = rot ? k - 1 - kc : kc;
+      elem_t x = t_in ? in_[((ch * rows + ir) * rows + ic) * batch + b] : in_[((b * rows + ir) * rows + ic) * ich + ch];
+      elem_t wv = t_w1203 ? w_[((ch * k + wr) * k + wc) * och + o]
+                : t_w0132 ? w_[((wr * k + wc) * och + o) * ich + ch]
+                          : w_[((wr * k + wc) * ich + ch) * och + o];
+      s += x * wv;
+    }
+    acc[((b * orows + r) * orows + c) * och + o] = s;
+  }
+  int prows = orows;
+  if (psize > 1) prows = (orows + 2 * ppad - psize) / pstride + 1;
+  for (int b = 0; b < batch; b++) for (int pr = 0; pr < prows; pr++) for (int pc = 0; pc < prows; pc++) for (int o = 0; o < och; o++) {
+    elem_t best = -128;
+    const int n = psize > 1 ? psize : 1, st = psize > 1 ? pstride : 1, pp = psize > 1 ? ppad : 0;
+    for (int wr = 0; wr < n; wr++) for (int wc = 0; wc < n; wc++) {
+      int r = pr * st + wr - pp, c = pc * st + wc - pp;
+      elem_t v = 0;
+      if (r >= 0 && c >= 0 && r < orows && c < orows) {
+        v = ref_scale(acc[((b * orows + r) * orows + c) * och + o], 0.05f);
+        if (act == RELU && v < 0) v = 0;
+      }
+      if (v > best) best = v;
+    }
+    ref_[t_out ? ((pr * prows + pc) * batch + b) * och + o : ((b * prows + pr) * prows + pc) * och + o] = best;
+  }
+  memset(out_, 0x5a, sizeof out_);
+  tiled_conv_auto(batch, rows, rows, ich, och, orows, orows, stride, idil, kdil, pad, k, rot, t_out, t_in, t_w1203, t_w0132,
+                  in_, w_, bias_, out_, act, 0.05f, psize, pstride, ppad, WS);
+  int bad = 0;
+  for (int i = 0; i < batch * prows * prows * och; i++) bad += out_[i] != ref_[i];
+  CHECK(bad == 0, "conv b%d r%d ich%d och%d k%d s%d idil%d kdil%d p%d rot%d tout%d tin%d w1203 %d w0132 %d pool %d/%d/%d: %d wrong",
+        batch, rows, ich, och, k, stride, idil, kdil, pad, rot, t_out, t_in, t_w1203, t_w0132, psize, pstride, ppad, bad);
+  return bad;
+}
+int main(void) {
+  conv_case(1, 7, 5, 18, 3, 1, 2, 1, 1, true, false, false, false, false, 0, 0, 0, NO_ACTIVATION);   /* input dilation + rot180 */
+  conv_case(1, 11, 20, 12, 3, 2, 1, 2, 2, false, false, false, false, true, 0, 0, 0, RELU);          /* kernel dilation, stride, 0132 */
+  conv_case(2, 9, 6, 20, 3, 1, 1, 1, 1, false, false, false, true, false, 3, 2, 1, RELU);            /* 1203 weights + pooling */
+  conv_case(2, 8, 17, 9, 3, 1, 1, 1, 1, false, true, true, false, false, 0, 0, 0, NO_ACTIVATION);   /* CHWN in, HWNC out */
+  conv_case(1, 6, 3, 16, 1, 2, 1, 1, 0, false, false, false, false, false, 0, 0, 0, NO_ACTIVATION);  /* 1x1, stride 2 */
+  return failures;
+}
+"""
+
+
+def test_tiled_conv_auto_layouts_dilations_rotation_and_pooling(tmp_path):
+    """Every flag the suite's convolution tests exercise, through tiled_conv_auto (and so
+    loop_conv_ws), against a CPU convolution written here."""
+    assert_ok(run_c(tmp_path, CONV_FLAGS, max_instructions=200_000_000))

@@ -25,7 +25,7 @@ class _Allocator:
         return BufferKind(self.name)
 
     def mod_alloc(self, *args: Any, base_addr: Any = None, num_free_tiles: Any = (), **kw: Any) -> BufferKind:
-        return buffer_with_tiles(self.name, num_free_tiles)
+        return buffer_with_tiles(self.name, num_free_tiles, base_addr)
 
     def auto_alloc(self, *args: Any, **kw: Any) -> BufferKind:
         return BufferKind(self.name)

@@ -51,13 +51,18 @@ class BufferKind(str):
     block tensor rotate through: its footprint, whatever the number of blocks."""
 
     tiles: tuple[int, ...] = ()
+    base_addr: int | None = None
 
     def __repr__(self) -> str:
         return f"nl.{str(self)}"
 
 
-def buffer_with_tiles(name: str, tiles: Any) -> BufferKind:
+def buffer_with_tiles(name: str, tiles: Any, base_addr: Any = None) -> BufferKind:
     b = BufferKind(name)
+    if base_addr is not None:
+        if not isinstance(base_addr, (int, np.integer)) or base_addr < 0:
+            raise fail("bad-buffer", f"base_addr={base_addr!r} must be a non-negative byte offset", "mod_alloc")
+        b.base_addr = int(base_addr)
     if tiles:
         t = tuple(int(x) for x in (tiles if isinstance(tiles, (tuple, list)) else (tiles,)))
         if not all(0 < x <= 1 << 16 for x in t) or len(t) > 8:
@@ -201,12 +206,14 @@ class Allocation:
     """One tensor's storage: data plus written-mask, in a named buffer."""
 
     __slots__ = ("id", "buffer", "_data", "_written", "_phys", "pdim", "name", "line", "bytes_pp", "is_input", "counted",
-                 "__weakref__")
+                 "_fin", "gen", "__weakref__")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, buffer: str, name: str = "", *,
                  data: np.ndarray | None = None, count: bool = True, call: str = "nl.ndarray", pdim: int = 0) -> None:
         shape = tuple(int(s) for s in shape)
         self.pdim = pdim
+        self.gen = STATE.gen
+        self._fin = None
         if any(s <= 0 for s in shape):
             raise fail("bad-shape", f"shape {shape} has a non-positive dimension", call)
         self.buffer = str(buffer)
@@ -247,8 +254,24 @@ class Allocation:
                     call,
                     "PSUM tile <= 2 KiB per partition (512 fp32 elements)",
                 )
+            base = getattr(buffer, "base_addr", None)
+            cap = LIMITS["sbuf_bytes_per_partition" if self.buffer == "sbuf" else "psum_bytes_per_partition"]
+            if base is not None:
+                # Placed by the kernel at a fixed address (ncc.sbuf.mod_alloc(base_addr=...)):
+                # it must fit in the partition; the kernel manages overlap itself.
+                count = False
+                if base + self.bytes_pp > cap:
+                    raise fail("capacity", f"{shape} {dtype_name(np.dtype(dtype))} at base_addr {base} needs bytes "
+                               f"{base}..{base + self.bytes_pp} of each partition", call,
+                               f"{self.buffer.upper()} {cap // 1024} KiB per partition")
             if count:
-                cap = LIMITS["sbuf_bytes_per_partition" if self.buffer == "sbuf" else "psum_bytes_per_partition"]
+                # Inside an NKI loop, the compiler gives a tile allocated again at the same line
+                # (the next iteration) the space of that line's earlier tiles, whatever Python
+                # still references: only the latest allocation of such a line counts.
+                site = (self.buffer, self.line)
+                for other in (list(STATE.live.values()) if self.line in _loop_lines(STATE.kernel_file) else ()):
+                    if other.counted and (other.buffer, other.line) == site and other.gen_ok():
+                        other.uncount()
                 if STATE.used[self.buffer] + self.bytes_pp > cap:
                     raise fail(
                         "capacity",
@@ -260,7 +283,7 @@ class Allocation:
                     )
                 STATE.used[self.buffer] += self.bytes_pp
                 self.counted = True
-                weakref.finalize(self, _release, STATE.gen, self.buffer, self.bytes_pp)
+                self._fin = weakref.finalize(self, _release, STATE.gen, self.buffer, self.bytes_pp)
                 STATE.live[self.id] = self
         if data is not None:
             self._data = data
@@ -278,6 +301,45 @@ class Allocation:
             self._data = np.moveaxis(self._phys, 0, pdim) if pdim else self._phys
             written = np.zeros(pshape, dtype=bool)
             self._written = np.moveaxis(written, 0, pdim) if pdim else written
+
+
+_LOOP_LINES: dict[str, frozenset[int]] = {}
+
+
+def _loop_lines(path: str) -> frozenset[int]:
+    """Lines of ``path`` inside the body of a ``for`` over nl.affine_range /
+    sequential_range / static_range (cached per file)."""
+    if not path:
+        return frozenset()
+    got = _LOOP_LINES.get(path)
+    if got is None:
+        import ast
+        import linecache
+
+        lines: set[int] = set()
+        try:
+            tree = ast.parse("".join(linecache.getlines(path)))
+        except (SyntaxError, ValueError):
+            tree = None
+        for node in ast.walk(tree) if tree is not None else ():
+            if isinstance(node, ast.For) and isinstance(node.iter, ast.Call):
+                fn = node.iter.func
+                name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
+                if name in ("affine_range", "sequential_range", "static_range"):
+                    for stmt in node.body:
+                        lines.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
+        got = _LOOP_LINES[path] = frozenset(lines)
+    return got
+
+
+def _uncount(self: Allocation) -> None:
+    if self.counted and self._fin is not None:
+        self._fin()  # releases its bytes now (and never again)
+        self.counted = False
+
+
+Allocation.uncount = _uncount  # type: ignore[attr-defined]
+Allocation.gen_ok = lambda self: self.gen == STATE.gen  # type: ignore[attr-defined]
 
 
 def _largest_live(buffer: str) -> str:
@@ -363,8 +425,6 @@ class Tensor:
             valid = None
             if oob:
                 valid, key = _clip_key(key, self.shape)
-                if not valid.any():
-                    raise fail("out-of-bounds", oob[0], "tensor[...]", "index expressions within the tensor")
             return Tensor(self._alloc, self._data, self._written, key, valid)
         return Tensor(self._alloc, self._data[key], self._written[key], None)
 
@@ -518,6 +578,12 @@ def normalize_key(key: Any, shape: tuple[int, ...], call: str, deferred: list[st
             hi = size if stop is None else int(stop)
             lo = lo + size if lo < 0 else lo  # Python-style negative bounds, but never clipped
             hi = hi + size if hi < 0 else hi
+            if deferred is not None and 0 <= lo < hi and hi > size:
+                # Past the end: usable under a mask (tail tiles); becomes an index array below.
+                deferred.append(f"slice {lo}:{hi} on axis {dim} of a tensor of shape {shape}")
+                out.append(_PastEnd(lo, hi, step or 1))
+                dim += 1
+                continue
             if lo < 0 or hi > size or lo >= hi:
                 raise fail(
                     "out-of-bounds",
@@ -552,7 +618,37 @@ def normalize_key(key: Any, shape: tuple[int, ...], call: str, deferred: list[st
         else:
             raise fail("index", f"unsupported index {k!r}", call)
         dim += 1
+    if any(isinstance(k, _PastEnd) for k in out):
+        if any(isinstance(k, np.ndarray) for k in out):
+            raise fail("out-of-bounds", deferred[-1] if deferred else "slice past the end", call,
+                       "slices within the tensor (or index expressions under a mask)")
+        # Every slice becomes an orthogonal index array over the view's axes, in order.
+        n = sum(1 for k in out if isinstance(k, (slice, _PastEnd)))
+        j = 0
+        conv: list[Any] = []
+        d = 0
+        for k in out:
+            if k is None:
+                conv.append(k)
+                continue
+            size = shape[d]
+            d += 1
+            if isinstance(k, (slice, _PastEnd)):
+                lo, hi, st = (k.lo, k.hi, k.step) if isinstance(k, _PastEnd) else k.indices(size)
+                arr = np.arange(lo, hi, st, dtype=np.int64).reshape((1,) * j + (-1,) + (1,) * (n - j - 1))
+                conv.append(arr)
+                j += 1
+            else:
+                conv.append(k)
+        return tuple(conv)
     return tuple(out)
+
+
+class _PastEnd:
+    __slots__ = ("lo", "hi", "step")
+
+    def __init__(self, lo: int, hi: int, step: int) -> None:
+        self.lo, self.hi, self.step = lo, hi, step
 
 
 def _expand_key(key: tuple, shape: tuple[int, ...]) -> tuple[np.ndarray, ...]:

@@ -60,6 +60,10 @@ class _Grid(tuple):
     def y(self) -> np.ndarray:
         return self[2]
 
+    @property
+    def z(self) -> np.ndarray:
+        return self[3]
+
 
 class _MGrid:
     def __getitem__(self, key: Any) -> _Grid:
@@ -377,10 +381,15 @@ def _setitem(target: Tensor, key: Any, value: Any) -> None:
         raise fail("hbm-assign", "cannot assign into an HBM tensor with []=; use nl.store / nisa.dma_copy", "tensor[...] =")
     if isinstance(value, Tensor):
         src = _as_tile(value, "value", "tensor[...] =")
-        values = read(src, "value", "tensor[...] =")
+        core.check_bounds(src, None, "value", "tensor[...] =")
+        values = src._values()
+        defined = src._written_mask()
         if values.shape != view.shape and values.size == int(np.prod(view.shape)):
             values = values.reshape(view.shape)
-        view._store(values)
+            defined = defined.reshape(view.shape)
+        # Naming a result moves what it holds: a tile loaded under a mask stays partly
+        # unwritten (reads of it are checked where it is used).
+        view._store(values, None if defined.all() else defined)
         if not (src._fresh and src._alloc.buffer == view._alloc.buffer):
             record("tensor_copy", "vector", view.shape[0], free_size(view.shape), max(src.dtype.itemsize, view.dtype.itemsize), [src], [view])
         elif src._producer >= 0:
