@@ -193,7 +193,7 @@ class CudaBackend(Backend):
             return self._unverified(result, WHERE_TO_VERIFY)
         outcome = await harness.run_cu(self.compiler, problem.file_text, candidate_file, ann, self._gpu_settings,
                                        self._device())
-        return self._gpu_evaluation(outcome, result)
+        return self._gpu_evaluation(outcome, result, confirmable=False)
 
     # KernelBench-style Python
     async def _evaluate_python(self, problem: Problem, code: str) -> Evaluation:
@@ -266,13 +266,21 @@ class CudaBackend(Backend):
         feedback = f"{result.summary()}\n{note}"
         return Evaluation(Verdict.UNVERIFIED, compile_metrics(result), feedback, tier=COMPILED, confirmed=False)
 
-    def _gpu_evaluation(self, outcome: harness.GpuOutcome, result: CompileResult | None) -> Evaluation:
+    def _gpu_evaluation(self, outcome: harness.GpuOutcome, result: CompileResult | None,
+                        confirmable: bool = True) -> Evaluation:
+        """``confirmable`` is False for the annotated ``.cu`` harness: it times the candidate's
+        library inside its own process (unlike the two-process runner of ``.py`` problems),
+        so a hostile candidate could bend its clock, and its figures must never drive an
+        automatic edit or ``--write`` on their own."""
         metrics = dict(outcome.metrics)
         feedback = outcome.feedback
         if result is not None:
             metrics.update(compile_metrics(result))
             feedback += "\n" + result.summary()
-        confirmed = outcome.verdict is Verdict.CORRECT
+        if not confirmable and outcome.verdict is Verdict.CORRECT:
+            feedback += ("\nNot confirmed: the .cu harness times the candidate inside the candidate's own process; "
+                         "apply it yourself, or with --accept-unconfirmed / autocomp.acceptUnconfirmed.")
+        confirmed = confirmable and outcome.verdict is Verdict.CORRECT
         return Evaluation(outcome.verdict, metrics, feedback, tier=harness.TIER, confirmed=confirmed)
 
 

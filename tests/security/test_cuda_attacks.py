@@ -307,3 +307,19 @@ def test_cuda_attack_gpu_runner_verdict_channel(hostile, tmp_path):
                                              "test", str(tmp_path)))
     assert outcome.verdict is not Verdict.CORRECT
     hostile.check(outcome.feedback)
+
+
+def test_cuda_cu_harness_timings_are_never_confirmed():
+    """Attack surface: the annotated .cu harness times the candidate's library inside the
+    process the candidate's host code runs in, so a hostile library could bend the clock.
+    Defence by construction: such figures are never `confirmed`, so no --write or auto-apply
+    acts on them without the user's explicit --accept-unconfirmed."""
+    from autocomp.backends.cuda import harness as cuda_harness
+    from autocomp.model import Metric
+
+    outcome = cuda_harness.GpuOutcome(Verdict.CORRECT, "timed", {"ms": Metric(0.001, "ms", "cuda events, test")})
+    backend = CudaBackend({"gpu": "off"})
+    cu = backend._gpu_evaluation(outcome, None, confirmable=False)
+    py = backend._gpu_evaluation(outcome, None)
+    assert cu.verdict is Verdict.CORRECT and cu.confirmed is False and "Not confirmed" in cu.feedback
+    assert py.confirmed is True
