@@ -6,7 +6,12 @@ evaluation through NkiBackend (child process, 3 seeds plus the reversed-loop run
 already cached), and the estimated cycles of the starting and best (last authored step)
 versions. All cycle figures are `cycles (nki estimate)`, not measurements.
 
-    python bench/nki_eval.py [--repeat 5] [--json]
+It also prints the estimate's own time on synthetic traces of growing length (it must grow
+linearly), and, given a local checkout of ucb-bar/autocomp, the seconds the interpreter and
+the estimate take on the first step of each published Trainium trajectory at its published
+shape (the original, as the oracle run would take it; target 30 s here).
+
+    python bench/nki_eval.py [--repeat 5] [--json] [--autocomp /path/to/ucb-bar/autocomp]
 """
 
 from __future__ import annotations
@@ -80,10 +85,49 @@ async def evaluation(name: str, repeat: int) -> dict:
     }
 
 
+def estimate_scaling(sizes=(2000, 8000, 32000)) -> list[tuple[int, float]]:
+    """Seconds the estimate takes on DMA + compute traces of each length."""
+    from autocomp.backends.nki.cost import estimate
+    from autocomp.backends.nki.trace import Instr
+
+    out = []
+    for n in sizes:
+        trace = []
+        for i in range(n // 3):
+            a = 1 + i % 64
+            trace.append(Instr("dma_copy", "dma", 1, 128, 512, 2, ((-1, 0, 1, i * 1024, i * 1024 + 1024),),
+                               ((a, 0, 128, 0, 1024),), {"bytes": 131072, "chunk_bytes": 1024}))
+            trace.append(Instr("nc_matmul", "tensor", 1, 128, 512, 2, ((a, 0, 128, 0, 1024), (200, 0, 128, 0, 256)),
+                               ((300 + i % 8, 0, 128, 0, 2048),), {"stationary_free": 128}))
+            trace.append(Instr("tensor_copy", "vector", 1, 128, 512, 4, ((300 + i % 8, 0, 128, 0, 2048),),
+                               ((400 + a, 0, 128, 0, 2048),), {}))
+        start = time.perf_counter()
+        estimate(trace)
+        out.append((len(trace), time.perf_counter() - start))
+    return out
+
+
+def published_shapes(autocomp: str) -> list[dict]:
+    """First step of each published trajectory at its published shape, in a fresh process."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import nki_fidelity
+
+    rows = []
+    for f in sorted(Path(autocomp).glob("examples/trn-*/*_trace.py")):
+        name = f.name[: -len("_trace.py")]
+        if name not in nki_fidelity.SHAPES:
+            continue
+        code, ms = nki_fidelity.trajectory(f)[0]
+        r = nki_fidelity.run_step(name, code, 600)
+        rows.append({"trajectory": name, "measured_ms": ms, **r})
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--autocomp", default="", help="local checkout of ucb-bar/autocomp (published shapes)")
     args = parser.parse_args()
     from autocomp.backends.nki.detect import find_kernels
     from autocomp.backends.nki.interp import install
@@ -97,8 +141,10 @@ def main() -> int:
         row = {"instructions": instrs, "instructions_per_second": ips}
         row.update(asyncio.run(evaluation(name, args.repeat)))
         rows[name] = row
+    scaling = estimate_scaling()
+    shapes = published_shapes(args.autocomp) if args.autocomp else []
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps({"examples": rows, "estimate_scaling": scaling, "published_shapes": shapes}, indent=2))
         return 0
     print(f"{'example':<10} {'instr':>6} {'instr/s':>9} {'s/eval':>7} {'start cycles':>13} {'best cycles':>12} {'speedup':>8}")
     for name, r in rows.items():
@@ -106,6 +152,17 @@ def main() -> int:
               f"{r['start_cycles']:>13,.0f} {r['best_cycles']:>12,.0f} {r['start_cycles'] / r['best_cycles']:>7.2f}x")
     print("cycles are `cycles (nki estimate)` from Autocomp's analytic model, not measurements; "
           "s/eval = one candidate through NkiBackend (child process, 3 seeds + reversed-loop run).")
+    print("\nestimate time vs trace length (linear: s per 1k instructions stays flat)")
+    for n, secs in scaling:
+        print(f"  {n:>7} instructions  {secs:7.3f} s  {1000 * secs / n:6.4f} s per 1k")
+    if shapes:
+        print("\npublished shapes (first step of each trajectory; interpreter run + estimate, one process)")
+        for r in shapes:
+            if "error" in r:
+                print(f"  {r['trajectory']:<16} error: {r['error']}")
+            else:
+                print(f"  {r['trajectory']:<16} {r['instructions']:>8} instr  run {r['run_s']:6.1f} s  estimate "
+                      f"{r['estimate_s']:5.2f} s  total {r['wall_s']:6.1f} s")
     return 0
 
 

@@ -37,7 +37,7 @@ class NkiBackend(Backend):
     file_suffixes = (".py",)
     primary_metric = "cycles"
     lower_is_better = True
-    evaluator_version = "nki-interp-2"
+    evaluator_version = "nki-interp-3"
 
     def __init__(self, settings: dict[str, Any] | None = None) -> None:
         super().__init__(settings)

@@ -12,6 +12,7 @@ with its source. The result is an *estimate* and is always labelled so.
 
 from __future__ import annotations
 
+import heapq
 import sys
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -128,30 +129,6 @@ def _table_free(a: str, b: str) -> bool:
     return a in ("copy", "identity") or b in ("copy", "identity")
 
 
-def _reserve(busy: list[list[float]], ready: float, length: float) -> float:
-    """Earliest start >= ready of a gap of ``length`` in the sorted busy intervals; books it."""
-    start = ready
-    for lo, hi in busy:
-        if hi <= start:
-            continue
-        if lo >= start + length:
-            break
-        start = max(start, hi)
-    end = start + length
-    # insert and merge with touching neighbours to keep the list short
-    pos = 0
-    while pos < len(busy) and busy[pos][0] < start:
-        pos += 1
-    busy.insert(pos, [start, end])
-    if pos + 1 < len(busy) and busy[pos + 1][0] <= end:
-        busy[pos][1] = max(end, busy[pos + 1][1])
-        del busy[pos + 1]
-    if pos > 0 and busy[pos - 1][1] >= start:
-        busy[pos - 1][1] = max(busy[pos - 1][1], busy[pos][1])
-        del busy[pos]
-    return start
-
-
 def _latest(entries: list[tuple[int, int, int, int, float]] | None, box: list[int]) -> float:
     """Latest completion among recorded accesses overlapping the region ``box``."""
     if not entries:
@@ -164,13 +141,17 @@ def _covers(box: list[int], e: tuple[int, int, int, int, float]) -> bool:
     return box[0] <= e[0] and e[1] <= box[1] and box[2] <= e[2] and e[3] <= box[3]
 
 
+_MAX_ENTRIES = 48
+
+
 def _compact(entries: list[tuple[int, int, int, int, float]]) -> list[tuple[int, int, int, int, float]]:
-    """Keep, per region, only the latest read (bounded memory for hot tiles)."""
-    best: dict[tuple[int, int, int, int], float] = {}
-    for *box, t in entries:
-        key = tuple(box)
-        best[key] = max(best.get(key, 0.0), t)
-    return [(*k, t) for k, t in best.items()]
+    """Bound the access records of one tile (so each instruction costs O(1)): keep the newest
+    records and fold the older ones into one record of their bounding box and latest time.
+    Folding only ever makes a later access wait longer (never less)."""
+    old, new = entries[:-_MAX_ENTRIES // 2], entries[-_MAX_ENTRIES // 2:]
+    merged = (min(e[0] for e in old), max(e[1] for e in old), min(e[2] for e in old), max(e[3] for e in old),
+              max(e[4] for e in old))
+    return [merged] + new
 
 
 def estimate(trace: list[Instr], params: dict[str, float] | None = None,
@@ -181,8 +162,8 @@ def estimate(trace: list[Instr], params: dict[str, float] | None = None,
     engine_free: dict[str, float] = defaultdict(float)
     writes: dict[int, list[tuple[int, int, int, int, float]]] = defaultdict(list)  # alloc -> (plo, phi, flo, fhi, done)
     reads: dict[int, list[tuple[int, int, int, int, float]]] = defaultdict(list)
-    dma_done: list[float] = []
-    dma_busy: list[list[float]] = []  # merged busy intervals of the shared HBM bandwidth
+    dma_done: list[float] = []  # heap of completion times of transfers in flight
+    dma_bw_free = 0.0  # when the shared HBM bandwidth is next free
     queues = int(p["dma_queues"])
     stats = {e: EngineStats() for e in ENGINES}
     per_line: dict[tuple[int, str, str], list[float]] = {}
@@ -198,24 +179,28 @@ def estimate(trace: list[Instr], params: dict[str, float] | None = None,
             if a > 0:  # on-chip: wait until earlier readers and writers of the bytes are done
                 ready = max(ready, _latest(reads.get(a), box), _latest(writes.get(a), box))
         if ins.engine == "dma":
+            # A bounded number of transfers in flight (a min-heap of their completions), and
+            # the shared HBM bandwidth served in issue order: O(log queues) per DMA, so the
+            # estimate stays linear in the trace length.
             if len(dma_done) >= queues:
-                ready = max(ready, sorted(dma_done)[-queues])
-            ready = _reserve(dma_busy, ready, occ)
+                ready = max(ready, heapq.heappop(dma_done))
+            ready = max(ready, dma_bw_free)
+            dma_bw_free = ready + occ
             done = ready + occ + p["dma_latency_cycles"]
-            dma_done.append(done)
-            if len(dma_done) > 4 * queues:
-                dma_done = sorted(dma_done)[-queues:]
+            heapq.heappush(dma_done, done)
         else:
             done = ready + occ
             engine_free[ins.engine] = done
         for a, *box in ins.reads:
             reads[a].append((*box, done))
-            if len(reads[a]) > 64:
+            if len(reads[a]) > _MAX_ENTRIES:
                 reads[a] = _compact(reads[a])
         for a, *box in ins.writes:
             # Later accesses to these bytes are ordered after this write, so older records
             # the write covers can go.
             writes[a] = [e for e in writes[a] if not _covers(box, e)] + [(*box, done)]
+            if len(writes[a]) > _MAX_ENTRIES:
+                writes[a] = _compact(writes[a])
             if a in reads:
                 reads[a] = [e for e in reads[a] if not (_covers(box, e) and e[4] <= done)]
         finish = max(finish, done)

@@ -82,6 +82,16 @@ class Oracle:
     out_args: list[int]
     after: dict[int, list[np.ndarray]]
     estimate: Estimate
+    seconds: float = 0.0  # how long the original took (all seeds): the problem's size in time
+    data_bytes: int = 0  # inputs and outputs of one seed
+
+
+# Candidate limits grow with the problem: a candidate may take this many times the original's
+# time, and this much memory per byte of one seed's inputs and outputs (the interpreter keeps
+# a written-mask, float32 working copies and the oracle's values besides the data).
+TIME_FACTOR = 4.0
+MEMORY_PER_DATA_BYTE = 12
+MEMORY_BASE = 512 << 20
 
 
 # The child's environment besides run_limited's PATH/HOME/TMPDIR/LANG: nothing from the host.
@@ -211,8 +221,20 @@ class Harness:
             pass
 
     # -- children ------------------------------------------------------------------
+    def limits(self, oracle: "Oracle | None" = None) -> tuple[float, int]:
+        """(seconds, bytes) a run may use: the settings, raised for a candidate in proportion
+        to what the original needed."""
+        if oracle is None:
+            return self.timeout, self.memory_bytes
+        return (max(self.timeout, TIME_FACTOR * oracle.seconds),
+                max(self.memory_bytes, MEMORY_BASE + MEMORY_PER_DATA_BYTE * oracle.data_bytes))
+
+    def _limit_note(self, seconds: float) -> str:
+        return (f"{seconds:.0f} s (the larger of the setting autocomp.target.nki.timeout = {self.timeout:.0f} s and "
+                f"{TIME_FACTOR:g}x the original's time); raise it with autocomp.target.nki.timeout (seconds)")
+
     async def _run_child(self, file_text: str, function: str, mode: str, extra: dict[str, Any],
-                         source_dir: str = "", inputs_npz: bytes = b"") -> ChildRun:
+                         source_dir: str = "", inputs_npz: bytes = b"", oracle: "Oracle | None" = None) -> ChildRun:
         workdir = tempfile.mkdtemp(prefix=f"{mode}-", dir=self._root)
         os.chmod(workdir, 0o700)
         kernel = os.path.join(workdir, "kernel.py")
@@ -226,8 +248,9 @@ class Harness:
         sem = self._sems.setdefault(loop_id, asyncio.Semaphore(self.concurrency))
         try:
             async with sem:
+                seconds, memory = self.limits(oracle)
                 proc = await run_limited([self.python, "-I", "-m", "autocomp.backends.nki.runner"], cwd=workdir,
-                                         timeout=self.timeout, memory_bytes=self.memory_bytes, env=CHILD_ENV,
+                                         timeout=seconds, memory_bytes=memory, env=CHILD_ENV,
                                          stdin_data=stdin, isolation=Isolation(readable=readable),
                                          channel=True, channel_limit=CHANNEL_LIMIT)
             log = proc.tail(3000).replace(kernel, "<kernel>")
@@ -236,7 +259,10 @@ class Harness:
             data, trace, arrays, problem = parse_channel(proc.channel)
             if data is None:
                 return ChildRun(False, {"status": "error", "error": {"kind": "crash", "message":
-                                f"the kernel process ended (exit {proc.returncode}) without a result ({problem})\n{log}"}},
+                                f"the kernel process ended (exit {proc.returncode}) without a result ({problem}); if it ran "
+                                f"out of memory: the limit was {memory >> 20} MiB (the larger of autocomp.target.nki.memory_mb "
+                                f"and {MEMORY_PER_DATA_BYTE} bytes per byte of the original's data), raise it with "
+                                f"autocomp.target.nki.memory_mb\n{log}"}},
                                 log=log, seconds=proc.seconds)
             _scrub_paths(data, kernel)
             return ChildRun(data.get("status") == "ok", data, arrays, trace=trace, log=log, seconds=proc.seconds)
@@ -252,7 +278,8 @@ class Harness:
                                     {"rng_seeds": [self.rng_seeds[s] for s in self.seeds]}, _source_dir(problem))
         if not run.ok:
             if run.timed_out:
-                raise BackendError(f"{problem.path}: the original kernel did not finish within {self.timeout:.0f}s in the NKI interpreter")
+                raise BackendError(f"{problem.path}: the original kernel did not finish within {self.timeout:.0f}s in the NKI "
+                                   "interpreter; raise the limit with the setting autocomp.target.nki.timeout (seconds)")
             err = run.data.get("error", {})
             raise BackendError(f"{problem.path}: the original kernel {problem.name!r} fails in the NKI interpreter: "
                                f"{err.get('message', run.log)}".replace("<kernel>", problem.path))
@@ -266,7 +293,10 @@ class Harness:
         in_arrays = {f"s{s}_in{i}": a for s in self.seeds for i, a in enumerate(inputs[s])}
         buf = io.BytesIO()
         dtypes = save_arrays(buf, in_arrays)
-        oracle = Oracle(buf.getvalue(), dtypes, self.seeds, outputs, inputs, out_args, after, estimate(run.trace))
+        first = self.seeds[0]
+        data_bytes = sum(int(a.nbytes) for a in inputs[first] + outputs[first])
+        oracle = Oracle(buf.getvalue(), dtypes, self.seeds, outputs, inputs, out_args, after, estimate(run.trace),
+                        seconds=run.seconds, data_bytes=data_bytes)
         self._oracles[key] = oracle
         return oracle
 
@@ -293,9 +323,11 @@ class Harness:
         oracle = await self.oracle(problem)
         text = problem.file_with(code)
         extra = {"inputs": {"dtypes": oracle.input_dtypes}, "poison": oracle.out_args, "reorder": self.reorder}
-        run = await self._run_child(text, problem.name, "candidate", extra, _source_dir(problem), oracle.inputs_npz)
+        run = await self._run_child(text, problem.name, "candidate", extra, _source_dir(problem), oracle.inputs_npz,
+                                    oracle=oracle)
         if run.timed_out:
-            return Evaluation(Verdict.TIMEOUT, feedback=f"the kernel did not finish within {self.timeout:.0f}s in the interpreter")
+            return Evaluation(Verdict.TIMEOUT, feedback="the kernel did not finish within "
+                              f"{self._limit_note(self.limits(oracle)[0])} in the interpreter")
         if not run.ok:
             return _error_evaluation(run.data.get("error", {}), problem.path)
         for seed in self.seeds:

@@ -38,7 +38,7 @@ _BUFFERS = {"sbuf": language.sbuf, "psum": language.psum, "hbm": language.hbm, "
             "private_hbm": language.private_hbm}
 MAX_INDEX_ELEMENTS = 1 << 22
 # Calls taking a host integer/boolean array: (positional index or indices, keyword name).
-_ARRAY_ARGS = {"iota": (1, "expr"), "affine_select": ((0, 1), "pred"), "shared_constant": (0, "value")}
+_ARRAY_ARGS = {"iota": ((0, 1), "expr"), "affine_select": ((0, 1), "pred"), "shared_constant": (0, "value")}
 
 
 class KernelFailure(Exception):
@@ -260,8 +260,8 @@ class KernelProcess:
                     for i, a in enumerate(self._list(msg.get("args")))]
             kw = {k: self._decode(v, arrays=(k == "mask" or k == key)) for k, v in self._dict(msg.get("kw")).items()}
             if name == "iota":
-                expr = kw.get("expr", args[1] if len(args) > 1 else None)
-                if isinstance(expr, np.ndarray) and not _affine(expr):
+                exprs = [kw.get("expr")] + [a for a in args[:2] if isinstance(a, np.ndarray)]
+                if any(isinstance(expr, np.ndarray) and not _affine(expr) for expr in exprs):
                     raise core.fail("bad-operand", "iota needs an affine index expression (nl.arange / nl.mgrid "
                                     "arithmetic)", "nisa.iota")
             return fn(*args, **kw)

@@ -85,18 +85,35 @@ def test_psum_tile_and_capacity_limits():
     @nki.jit
     def psum_full(a):
         tiles = [nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum) for _ in range(9)]
-        return tiles
+        for t in tiles:
+            nisa.memset(dst=t, value=0.5)
+        for t in tiles:  # all nine are live at once
+            u = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=u, src=t)
 
     @nki.jit
     def sbuf_full(a):
         keep = [nl.ndarray((128, 16384), dtype=nl.float32, buffer=nl.sbuf) for _ in range(4)]
-        return keep
+        for t in keep:
+            nisa.memset(dst=t, value=1.0)
+        for t in keep:
+            nisa.memset(dst=t, value=2.0)
+
+    @nki.jit
+    def sbuf_in_turn(a):
+        # the same four tiles used one after another: each dies before the next is used
+        keep = [nl.ndarray((128, 16384), dtype=nl.float32, buffer=nl.sbuf) for _ in range(4)]
+        for t in keep:
+            nisa.memset(dst=t, value=1.0)
+            u = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+            nisa.tensor_reduce(dst=u, op=nl.add, data=t, axis=1)
 
     assert _error(big_psum_tile).kind == "psum-tile-limit"
     err = _error(psum_full)
-    assert err.kind == "capacity" and "PSUM 16 KiB" in err.limit
+    assert err.kind == "capacity" and "PSUM 16 KiB" in err.limit and "live at once" in err.message
     err = _error(sbuf_full)
     assert err.kind == "capacity" and "SBUF 192 KiB" in err.limit and "largest live" in err.message
+    run(sbuf_in_turn, X)  # Python holds all four; the compiler's liveness does not
 
 
 def test_capacity_is_released_when_tiles_die():

@@ -13,7 +13,7 @@ from nki_testlib import run  # installs the interpreter modules first
 import nki
 import nki.isa as nisa
 import nki.language as nl
-from autocomp.backends.nki.cost import PARAMS_FILE, _reserve, estimate, load_params
+from autocomp.backends.nki.cost import PARAMS_FILE, estimate, load_params
 from autocomp.backends.nki.trace import Instr, trace_from_json, trace_to_json
 
 
@@ -110,18 +110,30 @@ def test_random_traces_adding_an_instruction_never_reduces_the_estimate():
         assert estimate(extra).cycles >= base
 
 
-def test_bandwidth_booking_never_overlaps():
-    rnd = random.Random(3)
-    busy: list[list[float]] = []
-    booked = []
-    for _ in range(300):
-        length = rnd.uniform(1, 50)
-        start = _reserve(busy, rnd.uniform(0, 2000), length)
-        booked.append((start, start + length))
-    booked.sort()
-    for (a0, a1), (b0, b1) in zip(booked, booked[1:]):
-        assert a1 <= b0 + 1e-9
-    assert sum(hi - lo for lo, hi in busy) == pytest.approx(sum(b - a for a, b in booked))
+def test_dma_transfers_share_bandwidth_and_the_estimate_is_linear_in_trace_length():
+    import time
+
+    p = load_params()
+    dma = Instr("dma_copy", "dma", 1, 128, 512, 4, ((-1, 0, 1, 0, 1 << 18),), ((1, 0, 128, 0, 2048),),
+                {"bytes": 1 << 18, "chunk_bytes": 2048})
+    one = estimate([dma]).cycles
+    many = estimate([dma] * 64).cycles  # same bytes 64 times: bandwidth-bound, not latency-bound
+    assert many >= 64 * ((1 << 18) / p["hbm_bytes_per_cycle"]) and many < 64 * one
+
+    def timed(n):
+        trace = []
+        for i in range(n):
+            a = 1 + i % 64
+            trace.append(Instr("dma_copy", "dma", 1, 128, 512, 4, ((-1, 0, 1, i * 4096, i * 4096 + 4096),),
+                               ((a, 0, 128, 0, 2048),), {"bytes": 4096, "chunk_bytes": 2048}))
+            trace.append(Instr("tensor_tensor", "vector", 1, 128, 512, 4, ((a, 0, 128, 0, 2048),),
+                               ((100 + a, 0, 128, 0, 2048),), {}))
+        t0 = time.perf_counter()
+        estimate(trace)
+        return time.perf_counter() - t0
+
+    small, big = timed(2000), timed(16000)
+    assert big < 8 * small * 2.5  # 8x the trace: well under the 64x a quadratic estimate would take
 
 
 def test_every_parameter_has_value_unit_and_source():

@@ -58,4 +58,4 @@ def test_replaying_a_recorded_session_reproduces_its_improvement(tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = proc.stdout + proc.stderr
-    assert "46,086 cycles (nki estimate) → 19,339 cycles (nki estimate)" in text, text[-3000:]
+    assert "57,981 cycles (nki estimate) → 43,747 cycles (nki estimate)" in text, text[-3000:]

@@ -83,7 +83,7 @@ def fused_reduce_select(x):
     iota = nisa.iota(ip + 0 * jf, dtype=nl.int32)
     odd = nl.mod(iota, 2.0)
     nl.store(out, value=nl.where(odd, buf[1], 0.0))
-    return out
+    return out, mx
 
 
 def bank_of(idx, pdim_size, fdim_size):
@@ -320,7 +320,10 @@ def test_partly_loaded_tiles_never_reach_hbm_as_written(tmp_path):
     assert (res.outputs[0][:100] == 2).all() and np.isnan(res.outputs[0][100:]).all()
 
 
-def test_block_tensors_count_every_block_in_sbuf_and_one_bank_in_psum(tmp_path):
+def test_block_tensors_hold_one_block_of_capacity_and_each_block_must_fit(tmp_path):
+    """The compiler allocates the blocks of a block tensor as their live ranges require: 32
+    PSUM banks' worth of blocks and 256 KiB of SBUF blocks are accepted, a single block over
+    the partition's capacity is not."""
     mod, path = _module(tmp_path, "cap", textwrap.dedent('''\
         import neuronxcc.nki as nki
         import neuronxcc.nki.language as nl
@@ -330,16 +333,64 @@ def test_block_tensors_count_every_block_in_sbuf_and_one_bank_in_psum(tmp_path):
         @nki.jit
         def fits(x):
             a = nl.ndarray((32, par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)
-            b = nl.ndarray((8, par_dim(128), 1024), dtype=nl.float32, buffer=nl.sbuf)
+            b = nl.ndarray((64, par_dim(128), 1024), dtype=nl.float32, buffer=nl.sbuf)
             return x
 
 
         @nki.jit
         def too_big(x):
-            b = nl.ndarray((64, par_dim(128), 1024), dtype=nl.float32, buffer=nl.sbuf)
+            b = nl.ndarray((2, par_dim(128), 65536), dtype=nl.float32, buffer=nl.sbuf)
             return x
         '''))
     execute(mod.fits, [np.zeros((2, 2), np.float32)], kernel_file=path)
     with pytest.raises(NkiError) as info:
         execute(mod.too_big, [np.zeros((2, 2), np.float32)], kernel_file=path)
     assert info.value.kind == "capacity" and "262144 B/partition" in info.value.message
+
+
+def test_loop_reduce_accumulates_into_its_destination_across_iterations(tmp_path):
+    mod, path = _module(tmp_path, "loopred", textwrap.dedent('''\
+        import numpy as np
+        import neuronxcc.nki as nki
+        import neuronxcc.nki.language as nl
+
+
+        @nki.jit
+        def k(x):
+            out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+            acc = nl.zeros((128, 64), dtype=nl.float32)
+            for i in nl.affine_range(4):
+                t = nl.load(x[i])
+                acc[...] = nl.loop_reduce(nl.multiply(t, 2.0), op=np.add, loop_indices=(i,))
+            nl.store(out, value=acc)
+            return out
+        '''))
+    x = np.random.default_rng(0).standard_normal((4, 128, 64)).astype(np.float32)
+    res = _both_ways(path, mod, "k", [x])
+    np.testing.assert_allclose(res.outputs[0], 2 * x.sum(0), rtol=1e-5, atol=1e-5)
+
+
+def test_array_keyword_arguments_scalar_loads_and_indirect_row_gathers(tmp_path):
+    mod, path = _module(tmp_path, "kwargs", textwrap.dedent('''\
+        import numpy as np
+        import neuronxcc.nki as nki
+        import neuronxcc.nki.isa as nisa
+        import neuronxcc.nki.language as nl
+
+
+        @nki.jit
+        def k(x, scale=None):
+            out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+            s = nl.load(scale[0, 1])                      # one element -> a (1, 1) tile
+            sb = s.broadcast_to((128, 1))
+            ip = nl.arange(128)[:, None]
+            jf = nl.arange(64)[None, :]
+            rows = nisa.iota(127 - ip, dtype=nl.int32)     # reversed row order, computed on chip
+            t = nl.load(x[rows, jf])                       # indirect DMA: rows chosen by a tile
+            nl.store(out, value=nl.multiply(t, sb))
+            return out
+        '''))
+    x = np.random.default_rng(1).standard_normal((128, 64)).astype(np.float32)
+    scale = np.array([[1.0, 3.0]], np.float32)
+    res = execute(mod.k, [x], kernel_file=path, kwargs={"scale": scale})
+    np.testing.assert_allclose(res.outputs[0], 3.0 * x[::-1], rtol=1e-6)

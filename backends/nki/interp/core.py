@@ -89,6 +89,11 @@ class State:
         self.program_ids: tuple[int, ...] = ()
         self.grid: tuple[int, ...] = ()
         self.shared_memo: dict[tuple, "Allocation"] = {}
+        # Capacity by the compiler's liveness: each counted on-chip allocation's first and
+        # last instruction; checked at the end of a run when Python's references overflowed.
+        self.alloc_info: dict[int, tuple] = {}
+        self.spans: dict[int, list[int]] = {}
+        self.overflow = False
         self.shared_counter = itertools.count()
         self.last_act_func: str | None = None
         # The kernel line of the request being served when the kernel's Python runs in
@@ -206,14 +211,12 @@ class Allocation:
     """One tensor's storage: data plus written-mask, in a named buffer."""
 
     __slots__ = ("id", "buffer", "_data", "_written", "_phys", "pdim", "name", "line", "bytes_pp", "is_input", "counted",
-                 "_fin", "gen", "__weakref__")
+                 "__weakref__")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, buffer: str, name: str = "", *,
                  data: np.ndarray | None = None, count: bool = True, call: str = "nl.ndarray", pdim: int = 0) -> None:
         shape = tuple(int(s) for s in shape)
         self.pdim = pdim
-        self.gen = STATE.gen
-        self._fin = None
         if any(s <= 0 for s in shape):
             raise fail("bad-shape", f"shape {shape} has a non-positive dimension", call)
         self.buffer = str(buffer)
@@ -228,6 +231,11 @@ class Allocation:
         # partitions: every dimension but the partition one costs bytes per partition.
         self.bytes_pp = (math.prod(shape) // shape[pdim] if shape else 1) * itemsize if on_chip else 0
         tile_pp = (math.prod(shape[pdim + 1:]) if shape else 1) * itemsize if on_chip else 0
+        if on_chip and pdim and self.buffer == "sbuf":
+            # The compiler allocates each block of an SBUF block tensor as its live range
+            # requires (spilling what does not fit): each block must fit, and the tensor
+            # holds one block of space for capacity purposes.
+            self.bytes_pp = min(self.bytes_pp, tile_pp)
         tiles = getattr(buffer, "tiles", ())
         if on_chip and pdim and tiles:
             # Modular allocation: block i lives in physical tile (i mod num_free_tiles).
@@ -265,14 +273,7 @@ class Allocation:
                                f"{base}..{base + self.bytes_pp} of each partition", call,
                                f"{self.buffer.upper()} {cap // 1024} KiB per partition")
             if count:
-                # Inside an NKI loop, the compiler gives a tile allocated again at the same line
-                # (the next iteration) the space of that line's earlier tiles, whatever Python
-                # still references: only the latest allocation of such a line counts.
-                site = (self.buffer, self.line)
-                for other in (list(STATE.live.values()) if self.line in _loop_lines(STATE.kernel_file) else ()):
-                    if other.counted and (other.buffer, other.line) == site and other.gen_ok():
-                        other.uncount()
-                if STATE.used[self.buffer] + self.bytes_pp > cap:
+                if self.bytes_pp > cap:
                     raise fail(
                         "capacity",
                         f"allocating {shape} {dtype_name(np.dtype(dtype))} ({self.bytes_pp} B/partition) with "
@@ -281,9 +282,14 @@ class Allocation:
                         call,
                         f"{self.buffer.upper()} {cap // 1024} KiB per partition over live allocations",
                     )
+                if STATE.used[self.buffer] + self.bytes_pp > cap:
+                    # Python still references more than fits, but the compiler frees a tile
+                    # after its last use: decided at the end of the run from the trace.
+                    STATE.overflow = True
+                STATE.alloc_info[self.id] = (self.buffer, self.bytes_pp, self.line, name, shape, np.dtype(dtype))
                 STATE.used[self.buffer] += self.bytes_pp
                 self.counted = True
-                self._fin = weakref.finalize(self, _release, STATE.gen, self.buffer, self.bytes_pp)
+                weakref.finalize(self, _release, STATE.gen, self.buffer, self.bytes_pp)
                 STATE.live[self.id] = self
         if data is not None:
             self._data = data
@@ -301,45 +307,6 @@ class Allocation:
             self._data = np.moveaxis(self._phys, 0, pdim) if pdim else self._phys
             written = np.zeros(pshape, dtype=bool)
             self._written = np.moveaxis(written, 0, pdim) if pdim else written
-
-
-_LOOP_LINES: dict[str, frozenset[int]] = {}
-
-
-def _loop_lines(path: str) -> frozenset[int]:
-    """Lines of ``path`` inside the body of a ``for`` over nl.affine_range /
-    sequential_range / static_range (cached per file)."""
-    if not path:
-        return frozenset()
-    got = _LOOP_LINES.get(path)
-    if got is None:
-        import ast
-        import linecache
-
-        lines: set[int] = set()
-        try:
-            tree = ast.parse("".join(linecache.getlines(path)))
-        except (SyntaxError, ValueError):
-            tree = None
-        for node in ast.walk(tree) if tree is not None else ():
-            if isinstance(node, ast.For) and isinstance(node.iter, ast.Call):
-                fn = node.iter.func
-                name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
-                if name in ("affine_range", "sequential_range", "static_range"):
-                    for stmt in node.body:
-                        lines.update(range(stmt.lineno, (stmt.end_lineno or stmt.lineno) + 1))
-        got = _LOOP_LINES[path] = frozenset(lines)
-    return got
-
-
-def _uncount(self: Allocation) -> None:
-    if self.counted and self._fin is not None:
-        self._fin()  # releases its bytes now (and never again)
-        self.counted = False
-
-
-Allocation.uncount = _uncount  # type: ignore[attr-defined]
-Allocation.gen_ok = lambda self: self.gen == STATE.gen  # type: ignore[attr-defined]
 
 
 def _largest_live(buffer: str) -> str:
@@ -360,7 +327,7 @@ class Tensor:
     """A view of an allocation: what kernels index, pass to instructions and return."""
 
     # Internal state is underscore-named: kernels may not touch private attributes (static.py).
-    __slots__ = ("_alloc", "_data", "_written", "_key", "_fresh", "_from_te", "_producer", "_valid", "__weakref__")
+    __slots__ = ("_alloc", "_data", "_written", "_key", "_fresh", "_from_te", "_producer", "_valid", "_kshape", "__weakref__")
 
     def __init__(self, alloc: Allocation, data: np.ndarray, written: np.ndarray, key: tuple | None = None,
                  valid: np.ndarray | None = None) -> None:
@@ -369,6 +336,7 @@ class Tensor:
         # bounds. Such a view may only be used under a mask= that excludes the others (NKI
         # checks bounds after applying the mask, as the tail tiles of tutorials rely on).
         self._valid = valid
+        self._kshape: tuple[int, ...] | None = None  # shape of an index-array view, computed once
         self._data = data
         self._written = written
         self._key = key
@@ -389,7 +357,9 @@ class Tensor:
     def shape(self) -> tuple[int, ...]:
         if self._key is None:
             return tuple(self._data.shape)
-        return tuple(self._data[self._key].shape) if self._data.size else ()
+        if self._kshape is None:
+            self._kshape = tuple(self._data[self._key].shape) if self._data.size else ()
+        return self._kshape
 
     @property
     def ndim(self) -> int:
@@ -419,6 +389,8 @@ class Tensor:
     def __getitem__(self, key: Any) -> "Tensor":
         if self._key is not None:
             raise fail("nested-index", "this view was made with index arrays (nl.arange/nl.mgrid); index the original tensor once with the combined indices", "tensor[...]")
+        if any(isinstance(k, Tensor) for k in (key if isinstance(key, tuple) else (key,))):
+            key = self._indirect_key(key)
         oob: list[str] = []
         key = normalize_key(key, self.shape, "tensor[...]", deferred=oob)
         if any(isinstance(k, np.ndarray) for k in key):
@@ -426,7 +398,28 @@ class Tensor:
             if oob:
                 valid, key = _clip_key(key, self.shape)
             return Tensor(self._alloc, self._data, self._written, key, valid)
+        if self.on_chip:
+            key = _keep_free_dims(key, self.ndim - self._alloc._data.ndim + self._alloc.pdim)
+        if all(isinstance(k, (int, np.integer)) for k in key):
+            key = key + (Ellipsis,)  # a 0-d view (one element), not a NumPy scalar copy
         return Tensor(self._alloc, self._data[key], self._written[key], None)
+
+    def _indirect_key(self, key: Any) -> tuple:
+        """Indirect DMA: an on-chip integer tile of (P, 1) row indices indexes an HBM tensor
+        (``hbm[b, idx_tile, i_f]``), gathering or scattering rows by computed positions."""
+        if not self.is_hbm:
+            raise fail("dynamic-index", "indexing with a tile's values is an indirect DMA: only HBM tensors can be "
+                       "indexed by a tile", "tensor[...]")
+        out = []
+        for k in (key if isinstance(key, tuple) else (key,)):
+            if isinstance(k, Tensor):
+                if not k.on_chip or k.dtype.kind not in "iu":
+                    raise fail("dynamic-index", f"an index tile must be an on-chip integer tile, got {k!r}", "tensor[...]")
+                vals = read(k, "index tile", "tensor[...]")
+                out.append(np.asarray(vals, dtype=np.int64).reshape(vals.shape[0], -1)[:, :1])
+            else:
+                out.append(k)
+        return tuple(out)
 
     def _values(self) -> np.ndarray:
         return self._data if self._key is None else self._data[self._key]
@@ -516,6 +509,29 @@ def _cast(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
             return np.clip(np.nan_to_num(values), info.min, info.max).astype(dtype)
     with np.errstate(over="ignore", invalid="ignore"):
         return values.astype(dtype)
+
+
+def _keep_free_dims(key: tuple, pdim: int) -> tuple:
+    """A tile keeps a free axis: ``t[:, 3]`` of a (P, F) tile is (P, 1), not (P,), as in NKI
+    (integers otherwise drop their axis, and integers before the partition axis select a
+    block)."""
+    pdim = max(pdim, 0)
+    free_ints = []
+    kept_free = 0
+    axis = 0
+    for i, k in enumerate(key):
+        if k is None:
+            continue
+        if axis > pdim:
+            if isinstance(k, (int, np.integer)):
+                free_ints.append(i)
+            else:
+                kept_free += 1
+        axis += 1
+    if kept_free or not free_ints:
+        return key
+    last = free_ints[-1]
+    return tuple(slice(int(k), int(k) + 1) if i == last else k for i, k in enumerate(key))
 
 
 def _clip_key(key: tuple, shape: tuple[int, ...]) -> tuple[np.ndarray, tuple]:
@@ -760,10 +776,60 @@ def record(opname: str, engine: str, partitions: int, free: int, dtype_bytes: in
     _, line = call_site()
     ins = Instr(opname, engine, line, int(partitions), int(free), int(dtype_bytes),
                 tuple(region(t) for t in reads), tuple(region(t) for t in writes), info)
+    _note_use(len(STATE.trace), ins.reads + ins.writes)
     STATE.trace.append(ins)
     if _SINK:
         _SINK[0](["i", ins.to_list()])
     return len(STATE.trace) - 1
+
+
+def _note_use(index: int, regions: Iterable[tuple]) -> None:
+    info, spans = STATE.alloc_info, STATE.spans
+    for r in regions:
+        a = r[0]
+        if a in info:
+            span = spans.get(a)
+            if span is None:
+                spans[a] = [index, index]
+            else:
+                span[0] = min(span[0], index)
+                span[1] = max(span[1], index)
+
+
+def check_live_capacity() -> None:
+    """SBUF/PSUM capacity over the compiler's live ranges (first to last use of each tile):
+    raises at the instruction where the live tiles of a buffer overflow it."""
+    if not STATE.overflow:
+        return
+    for buffer in ON_CHIP:
+        cap = LIMITS["sbuf_bytes_per_partition" if buffer == "sbuf" else "psum_bytes_per_partition"]
+        events: list[tuple[int, int, int]] = []
+        for a, (buf, nbytes, *_rest) in STATE.alloc_info.items():
+            span = STATE.spans.get(a)
+            if buf == buffer and span is not None:
+                events.append((span[0], 1, a))
+                events.append((span[1] + 1, 0, a))
+        events.sort()
+        live: dict[int, int] = {}
+        total = 0
+        for when, kind, a in events:
+            nbytes = STATE.alloc_info[a][1]
+            if kind == 0:
+                total -= live.pop(a, 0)
+                continue
+            live[a] = nbytes
+            total += nbytes
+            if total > cap:
+                biggest = sorted(live, key=lambda x: -live[x])[:3]
+                names = ", ".join(f"{STATE.alloc_info[x][3] or 'tensor'}{STATE.alloc_info[x][4]} from line "
+                                  f"{STATE.alloc_info[x][2]} ({live[x]} B)" for x in biggest)
+                ins = STATE.trace[when] if when < len(STATE.trace) else None
+                info = STATE.alloc_info[a]
+                raise NkiError("capacity", f"{total} B/partition of {buffer.upper()} are live at once (each tile from "
+                               f"its first to its last use) when {info[4]} {dtype_name(info[5])} from line {info[2]} "
+                               f"is first used; largest live: {names}", call=ins.op if ins else "",
+                               limit=f"{buffer.upper()} {cap // 1024} KiB per partition over live allocations",
+                               file=STATE.kernel_file or "<kernel>", line=ins.line if ins else info[2])
 
 
 def amend(index: int, reads: Iterable[tuple[int, int, int, int, int]] = (),
@@ -774,6 +840,7 @@ def amend(index: int, reads: Iterable[tuple[int, int, int, int, int]] = (),
         index += len(STATE.trace)
     ins = STATE.trace[index]
     reads, writes = tuple(reads), tuple(writes)
+    _note_use(index, reads + writes)
     ins.reads += reads
     ins.writes += writes
     if _SINK:

@@ -91,6 +91,9 @@ def execute(fn: Callable[..., Any], arrays: Sequence[np.ndarray], *, kernel_file
         args = [a if isinstance(a, tuple) else np.asarray(a).item() if np.ndim(a) == 0
                 else core.input_tensor(a, names[i] if i < len(names) else f"arg{i}")
                 for i, a in enumerate(arrays)]
+        # Array keyword arguments are HBM inputs too (numbers and tuples stay constants).
+        kwargs = {k: core.input_tensor(v, k) if isinstance(v, np.ndarray) and v.ndim > 0 else v
+                  for k, v in (kwargs or {}).items()}
         outputs: list[np.ndarray] = []
         if grid:
             STATE.grid = tuple(int(g) for g in grid)
@@ -102,6 +105,7 @@ def execute(fn: Callable[..., Any], arrays: Sequence[np.ndarray], *, kernel_file
             outputs = _collect(result)
         else:
             outputs = _collect(fn(*args, **(kwargs or {})))
+        core.check_live_capacity()
         after = [np.array(a._data, copy=True) if isinstance(a, Tensor) else
                  (arrays[i] if isinstance(arrays[i], tuple) else np.asarray(arrays[i]).copy())
                  for i, a in enumerate(args)]
@@ -173,7 +177,7 @@ def _isa_attrs(style: str) -> dict[str, Any]:
     table = isa.FUNCTIONS if style == "new" else isa.OLD_FUNCTIONS
     attrs: dict[str, Any] = {name: _styled(style, f"isa.{name}", fn) for name, fn in table.items()}
     attrs.update(
-        engine=isa.engine, reduce_cmd=isa.reduce_cmd,
+        engine=isa.engine, reduce_cmd=isa.reduce_cmd, oob_mode=isa.oob_mode,
         tensor_engine="tensor", vector_engine="vector", scalar_engine="scalar", gpsimd_engine="gpsimd", unknown_engine=None,
         nc_version=types.SimpleNamespace(gen2="gen2", gen3="gen3"),
         get_nc_version=lambda: "gen2",

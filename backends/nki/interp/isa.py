@@ -248,7 +248,8 @@ def _operand(x: Any, p: int, what: str, call: str) -> tuple[np.ndarray | float, 
 
 
 def _bcast_free(v: np.ndarray | float, shape: tuple[int, ...]) -> np.ndarray | float:
-    if isinstance(v, np.ndarray) and len(shape) > 2:
+    """A per-partition (P, 1) operand shaped to broadcast along the free axes of ``shape``."""
+    if isinstance(v, np.ndarray) and len(shape) != 2:
         return v.reshape((shape[0],) + (1,) * (len(shape) - 1))
     return v
 
@@ -273,11 +274,32 @@ def _contiguous_bytes(t: Tensor) -> int:
     return max(run, itemsize)
 
 
+import types as _types
+
+# ``nisa.oob_mode``: what a DMA does with elements whose index falls outside the tensor.
+oob_mode = _types.SimpleNamespace(error="error", skip="skip")
+
+
 def dma_copy(dst: Any = None, src: Any = None, *, mask: Any = None, dge_mode: Any = None, name: str = "",
-             call: str = "nisa.dma_copy", transpose: bool = False) -> None:
-    """Copy between HBM and SBUF (or SBUF to SBUF). DMA engines cannot reach PSUM."""
+             call: str = "nisa.dma_copy", transpose: bool = False, oob_mode: Any = None) -> None:
+    """Copy between HBM and SBUF (or SBUF to SBUF). DMA engines cannot reach PSUM.
+    ``oob_mode=nisa.oob_mode.skip`` leaves elements indexed out of bounds (on either side)
+    untouched instead of failing."""
     dst = core.require_tensor(dst, "dst", call)
     src = core.require_tensor(src, "src", call)
+    if oob_mode == "skip" and (src._valid is not None or dst._valid is not None):
+        ok = np.ones(dst.shape, dtype=bool)
+        for t in (src, dst):
+            if t._valid is not None:
+                v = np.broadcast_to(t._valid, t.shape)
+                ok &= v.reshape(dst.shape) if v.size == ok.size else np.broadcast_to(v, dst.shape)
+        mask = ok if mask is None else (np.broadcast_to(np.asarray(mask, dtype=bool), dst.shape) & ok)
+        if STATE.style == "new":  # the skip mask is internal, not the older API's mask=
+            saved, STATE.style = STATE.style, "old"
+            try:
+                return dma_copy(dst, src, mask=mask, call=call, transpose=transpose)
+            finally:
+                STATE.style = saved
     for t, what in ((dst, "dst"), (src, "src")):
         if t._alloc.buffer == "psum":
             raise fail("dma-psum", f"{what} is in PSUM; DMA engines move data between HBM and SBUF only — copy PSUM to SBUF "
@@ -292,7 +314,10 @@ def dma_copy(dst: Any = None, src: Any = None, *, mask: Any = None, dge_mode: An
         values = values.T
         defined = defined.T
     if tuple(values.shape) != tuple(dst.shape):
-        if values.size == int(np.prod(dst.shape)) and values.shape and dst.shape and values.shape[0] == dst.shape[0]:
+        if values.size == int(np.prod(dst.shape)) and (values.ndim == 0 or dst.ndim == 0):
+            values = values.reshape(dst.shape)
+            defined = defined.reshape(dst.shape)
+        elif values.size == int(np.prod(dst.shape)) and values.shape and dst.shape and values.shape[0] == dst.shape[0]:
             values = values.reshape(dst.shape)
         else:
             raise fail("shape-mismatch", f"dst has shape {dst.shape} but src has shape {values.shape}", call)
@@ -317,9 +342,23 @@ def dma_copy(dst: Any = None, src: Any = None, *, mask: Any = None, dge_mode: An
 
 
 # ---------------------------------------------------------------------------- TensorE
+def _psum_to_sbuf(t: Tensor, call: str) -> Tensor:
+    """A matmul operand in PSUM: the older API's compiler first copies it to SBUF (one
+    VectorE copy); the ``nki`` API, which has no such pass, refuses it."""
+    if t._alloc.buffer != "psum":
+        return t
+    if _style() == "new":
+        raise fail("buffer", f"a matmul operand is in PSUM; {call} reads only SBUF (copy it with nisa.tensor_copy)", call,
+                   "matmul operands in SBUF")
+    out = core.new_tensor(t.shape, t.dtype, "sbuf", call=call, count=False)
+    out._store(read(t, "operand", call))
+    record("tensor_copy", "vector", t.shape[0], free_size(t.shape), t.dtype.itemsize, [t], [out])
+    return out
+
+
 def _matmul_operands(stationary: Any, moving: Any, call: str) -> tuple[Tensor, Tensor, int, int, int]:
-    s = _on_chip(stationary, "stationary", call, allow_psum=False)
-    m = _on_chip(moving, "moving", call, allow_psum=False)
+    s = _psum_to_sbuf(_on_chip(stationary, "stationary", call), call)
+    m = _psum_to_sbuf(_on_chip(moving, "moving", call), call)
     if s.shape[0] != m.shape[0]:
         raise fail("shape-mismatch", f"stationary {s.shape} and moving {m.shape} must share the partition (contraction) dimension", call)
     k = s.shape[0]
@@ -377,15 +416,16 @@ def nc_transpose(dst: Any = None, data: Any = None, *, engine: Any = None, mask:
             raise fail("buffer", "TensorE transpose reads SBUF", call)
         if p > 128 or f > 128:
             raise fail("matmul-limit", f"TensorE transpose of {t.shape}", call, "transpose tile <= 128x128")
-    elif p > 32 or f > 32:
-        raise fail("transpose-limit", f"VectorE transpose of {t.shape}", call, "VectorE transpose <= 32x32")
+    elif p > 128 or f > 128:
+        raise fail("transpose-limit", f"VectorE transpose of {t.shape}", call, "VectorE transpose <= 128x128 (in 32x32 blocks)")
     values = _f32(read(t, "data", call)).T
     out = _output(dst, (f, p), dtype or (F32 if eng == "tensor" else t.dtype), call,
                   buffer="psum" if eng == "tensor" else "sbuf",
                   allowed=("psum",) if eng == "tensor" else ("sbuf", "psum"))
     _write(out, values, mask)
     _consume(t)
-    idx = record("nc_transpose", eng, p, f if eng == "vector" else p, t.dtype.itemsize, [t], [out],
+    # VectorE transposes 32x32 blocks, one pass per block row of 32 partitions.
+    idx = record("nc_transpose", eng, p, f * -(-p // 32) if eng == "vector" else p, t.dtype.itemsize, [t], [out],
                  **({"stationary_free": f} if eng == "tensor" else {}))
     if out._fresh:
         out._from_te = eng == "tensor"
@@ -734,8 +774,8 @@ def _old_iota(expr, dtype=None, *, mask=None, **kw):
     return iota(None, expr, dtype, mask=mask)
 
 
-def _old_dma_copy(*, dst, src, mask=None, dge_mode=None, **kw):
-    return dma_copy(dst, src, mask=mask)
+def _old_dma_copy(*, dst, src, mask=None, dge_mode=None, oob_mode=None, **kw):
+    return dma_copy(dst, src, mask=mask, oob_mode=oob_mode)
 
 
 def _old_bn_stats(data, *, dtype=None, mask=None, **kw):
@@ -860,16 +900,8 @@ def dma_transpose(dst: Any = None, src: Any = None, *, axes: Any = None, dtype: 
     return out
 
 
-class _ReduceCmd:
-    """``nisa.reduce_cmd``: how an instruction's accumulator registers start."""
-
-    idle = "idle"
-    reset = "reset"
-    reset_reduce = "reset_reduce"
-    reduce = "reduce"
-
-
-reduce_cmd = _ReduceCmd()
+# ``nisa.reduce_cmd``: how an instruction's accumulator registers start.
+reduce_cmd = _types.SimpleNamespace(idle="idle", reset="reset", reset_reduce="reset_reduce", reduce="reduce")
 
 FUNCTIONS.update(tensor_tensor_scan=tensor_tensor_scan, tensor_scalar_reduce=tensor_scalar_reduce,
                  affine_select=affine_select, dma_transpose=dma_transpose)

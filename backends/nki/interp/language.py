@@ -131,6 +131,10 @@ def ndarray(shape: Any, dtype: Any, buffer: Any = None, name: str = "", **kw: An
 def _filled(shape: Any, value: float, dtype: Any, buffer: Any, name: str, call: str) -> Tensor:
     t = core.new_tensor(shape, dtype, buffer if buffer is not None else sbuf, name=name, call=call)
     t._store(np.full(t.shape, value, dtype=np.float64))
+    if t._alloc.buffer == "psum" and value == 0.0:
+        # A zeroed PSUM tile starts a matmul accumulation group: the compiler folds it into
+        # the first matmul's accumulate flag, no instruction runs.
+        return t
     engine = "dma" if t.is_hbm else "vector"
     record("memset", engine, t.shape[0], free_size(t.shape), t.dtype.itemsize, [], [t],
            **({"bytes": int(t._data.size * t.dtype.itemsize), "chunk_bytes": int(t._data.size * t.dtype.itemsize)} if t.is_hbm else {}))
@@ -173,7 +177,7 @@ def load(src: Tensor, mask: Any = None, dtype: Any = None, **kw: Any) -> Tensor:
     src = core.require_tensor(src, "src", "nl.load")
     if not src.is_hbm:
         raise fail("bad-operand", f"nl.load reads HBM, but src is in {src._alloc.buffer}", "nl.load")
-    out = core.new_tensor(src.shape, dtype or src.dtype, sbuf, call="nl.load")
+    out = core.new_tensor(src.shape or (1, 1), dtype or src.dtype, sbuf, call="nl.load")  # a scalar loads as (1, 1)
     isa.dma_copy(out, src, mask=None, call="nl.load") if mask is None else _masked_dma(out, src, mask, "nl.load")
     out._fresh = True
     return out
@@ -249,7 +253,7 @@ def _binary(name: str, x: Any, y: Any, dtype: Any = None, mask: Any = None, **kw
         raise fail("bad-operand", f"{call} needs at least one tile operand", call)
     if tx and ty:
         a, b = _as_tile(x, "x", call), _as_tile(y, "y", call)
-        if a.shape[0] != b.shape[0]:
+        if a.shape[0] != b.shape[0] and 1 not in (a.shape[0], b.shape[0]):
             raise fail("partition-broadcast", f"operands {a.shape} and {b.shape} differ in the partition dimension; "
                        "broadcast along partitions explicitly (tile.broadcast_to) or use a matmul", call,
                        "elementwise operands share the partition dimension")
@@ -361,6 +365,8 @@ def broadcast_to(x: Tensor, shape: tuple[int, ...]) -> Tensor:
     t = _as_tile(x, "x", call)
     shape = tuple(int(s) for s in shape)
     v = read(t, "x", call)
+    if 0 < v.ndim < len(shape):  # partition-aligned: a (P,) tile is (P, 1)
+        v = v.reshape(v.shape + (1,) * (len(shape) - v.ndim))
     try:
         values = np.broadcast_to(v, shape)
     except ValueError:
@@ -381,6 +387,24 @@ def _setitem(target: Tensor, key: Any, value: Any) -> None:
         raise fail("hbm-assign", "cannot assign into an HBM tensor with []=; use nl.store / nisa.dma_copy", "tensor[...] =")
     if isinstance(value, Tensor):
         src = _as_tile(value, "value", "tensor[...] =")
+        if src._fresh == "inplace" and src._alloc is view._alloc:
+            # `t[k] += x` ends with Python assigning t[k] its own updated view: no data moves.
+            src._fresh = False
+            return
+        if src._fresh == "inplace":  # an updated tile copied elsewhere: a real copy
+            src._fresh = False
+        if isinstance(src._fresh, tuple) and src._fresh[0] == "loop_reduce":
+            opname = src._fresh[1]
+            fn = isa.BINARY[opname]
+            new_v = isa._f32(src._values()).reshape(view.shape)
+            was = view._written_mask()
+            with np.errstate(all="ignore"):
+                combined = np.where(was, fn(np.where(was, isa._f32(view._values()), 0), new_v), new_v)
+            view._store(combined)
+            src._fresh = False
+            record("tensor_tensor", "vector", view.shape[0], free_size(view.shape), max(src.dtype.itemsize, view.dtype.itemsize),
+                   [src, view], [view], op=opname)
+            return
         core.check_bounds(src, None, "value", "tensor[...] =")
         values = src._values()
         defined = src._written_mask()
@@ -415,10 +439,12 @@ def _inplace(name: str, target: Tensor, value: Any) -> Tensor:
         target._store(prev + isa._f32(value._values()).reshape(prev.shape))
         core.amend(value._producer, reads=(core.region(target),), writes=(core.region(target),))
         value._fresh = False
+        target._fresh = "inplace"
         return target
     result = _binary(name, target, value)
     target._store(read(result, "result", "+=").reshape(target.shape))
     core.amend(-1, writes=(core.region(target),))
+    target._fresh = "inplace"
     return target
 
 
@@ -536,9 +562,18 @@ def where(condition: Any, x: Any, y: Any, dtype: Any = None, mask: Any = None, *
 
 
 def loop_reduce(x: Any, op: Any, loop_indices: Any = (), dtype: Any = None, mask: Any = None, **kw: Any) -> Tensor:
-    """The older API's loop-carried reduction: the value of ``x`` (a copy) that the caller
-    accumulates with ``op`` across the named loop iterations."""
-    return isa.tensor_copy(None, x, dtype=dtype, mask=mask, call="nl.loop_reduce")
+    """The older API's loop-carried reduction: ``dst[...] = nl.loop_reduce(x, op=np.add,
+    loop_indices=(i,))`` makes ``dst = dst op x`` across the iterations of loop ``i`` (the
+    first write of an unwritten ``dst`` just stores ``x``). Returns a tile that, assigned
+    into ``dst``, combines with what ``dst`` holds (one VectorE instruction)."""
+    call = "nl.loop_reduce"
+    _older(call, "nisa.tensor_tensor(dst=acc, data1=acc, data2=x, op=...)")
+    t = _as_tile(x, "x", call)
+    o = isa.binop(op, call)
+    out = _fresh_result(isa._f32(read(t, "x", call, mask)), dtype or t.dtype, call=call)
+    isa._consume(t)
+    out._fresh = ("loop_reduce", o.name)
+    return out
 
 
 import types as _types

@@ -1,0 +1,210 @@
+"""How well the NKI estimate ranks kernels the way Trainium does.
+
+Reads Autocomp's published Trainium optimization trajectories (ucb-bar/autocomp,
+``examples/trn-*/*_trace.py``: one nested ``CodeCandidate(parent=..., code=..., score=...)``
+per file, the score being the measured P99 latency in ms on a trn1 NeuronCore), runs every
+step's kernel on Autocomp's NKI interpreter at the published shapes, and prints, per
+trajectory, the estimate next to the measurement for each step, then
+
+- Spearman rank correlation of estimate vs measurement (target >= 0.8),
+- direction right: share of consecutive steps whose estimate moves the same way as the
+  measurement (ties in the measurement, |change| < 1 %, accept any estimate change under 5 %)
+  (target >= 80 %),
+- within 2x: share of steps whose estimate (us at the model's clock) is within a factor of 2
+  of the measurement (target >= 90 %).
+
+The trajectories are not ours to commit: pass a local checkout of ucb-bar/autocomp::
+
+    python bench/nki_fidelity.py /path/to/ucb-bar/autocomp [--only gemm] [--timeout 120]
+
+Each step runs in its own process (a crashed or slow step is reported, not fatal).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HEADERS = {
+    "old": "import numpy as np\nimport math\nimport neuronxcc.nki as nki\nimport neuronxcc.nki.isa as nisa\n"
+           "import neuronxcc.nki.language as nl\nimport neuronxcc.nki.typing as nt\nfrom neuronxcc.nki.language import par_dim\n",
+}
+
+# The published benchmark inputs of each trajectory (ucb-bar/autocomp harnesses/*_test.py).
+SHAPES = {
+    "1_gemm": "[np.zeros((8192, 4096), ml_dtypes.bfloat16), np.zeros((8192, 8192), ml_dtypes.bfloat16)]",
+    "2_gemm": "[np.zeros((8192, 4096), ml_dtypes.bfloat16), np.zeros((8192, 8192), ml_dtypes.bfloat16)]",
+    "3_mamba": "[rng.random((1, 256, 2048)).astype(np.float32), rng.random((1, 256, 2048)).astype(np.float32), "
+               "-rng.random((256, 16)).astype(np.float32), rng.random((1, 16, 2048)).astype(np.float32), "
+               "rng.random((1, 16, 2048)).astype(np.float32)]",
+    "4_attention": "[((rng.random((128, 4096)) - 0.5) * 2).astype(ml_dtypes.bfloat16) for _ in range(3)]",
+    "5_sd_attention": "[rng.random((4096, 64)).astype(np.float32) for _ in range(3)]",
+    "4_conv1d": "[rng.random((8, 512, 1, 2048)).astype(np.float32), rng.random((512, 1, 1, 3)).astype(np.float32)]",
+}
+KWARGS = {"4_conv1d": "{'padding': ((0, 0), (1, 1))}"}
+
+CHILD = r'''
+import json, sys, time
+import numpy as np, ml_dtypes
+from autocomp.backends.nki.interp.install import install, execute
+install()
+from autocomp.backends.nki.cost import estimate
+import importlib.util
+spec = importlib.util.spec_from_file_location("step", sys.argv[1])
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+rng = np.random.default_rng(0)
+args = ARGS
+t0 = time.time()
+res = execute(mod.test, args, kernel_file=sys.argv[1], kwargs=KW)
+t1 = time.time()
+est = estimate(res.trace)
+t2 = time.time()
+print(json.dumps({"cycles": est.cycles, "us": est.microseconds, "instructions": len(res.trace),
+                  "run_s": t1 - t0, "estimate_s": t2 - t1}))
+'''
+
+
+class _Cand:
+    def __init__(self, parent=None, plan=None, code=None, score=None, **kw):
+        self.parent, self.code, self.score = parent, code, score
+
+
+def trajectory(path: Path) -> list[tuple[str, float]]:
+    """(code, measured ms) per step, root first."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), mode="eval")
+
+    def build(node):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "CodeCandidate":
+            kw = {k.arg: build(k.value) for k in node.keywords}
+            return _Cand(**kw)
+        return ast.literal_eval(node)
+
+    leaf = build(tree.body)
+    steps = []
+    while leaf is not None:
+        steps.append((leaf.code, float(leaf.score)))
+        leaf = leaf.parent
+    return steps[::-1]
+
+
+def spearman(xs: list[float], ys: list[float]) -> float:
+    def ranks(v):
+        order = sorted(range(len(v)), key=lambda i: v[i])
+        r = [0.0] * len(v)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and v[order[j + 1]] == v[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2
+            i = j + 1
+        return r
+
+    rx, ry = ranks(xs), ranks(ys)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sx = math.sqrt(sum((a - mx) ** 2 for a in rx))
+    sy = math.sqrt(sum((b - my) ** 2 for b in ry))
+    return cov / (sx * sy) if sx and sy else float("nan")
+
+
+def direction_right(est: list[float], meas: list[float]) -> tuple[int, int]:
+    ok = n = 0
+    for i in range(1, len(meas)):
+        dm = (meas[i] - meas[i - 1]) / meas[i - 1]
+        de = (est[i] - est[i - 1]) / max(est[i - 1], 1e-9)
+        n += 1
+        if abs(dm) < 0.01:
+            ok += abs(de) < 0.05
+        else:
+            ok += (dm > 0) == (de > 0) and abs(de) > 1e-9
+    return ok, n
+
+
+def run_step(name: str, code: str, timeout: float) -> dict:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / f"{name}.py"
+        path.write_text(HEADERS["old"] + code, encoding="utf-8")
+        child = Path(d) / "child.py"
+        child.write_text(CHILD.replace("ARGS", SHAPES[name]).replace("KW", KWARGS.get(name, "None")), encoding="utf-8")
+        t0 = time.time()
+        try:
+            env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")  # steps may run side by side
+            out = subprocess.run([sys.executable, str(child), str(path)], capture_output=True, text=True, timeout=timeout,
+                                 env=env)
+        except subprocess.TimeoutExpired:
+            return {"error": f"timeout after {timeout:.0f} s"}
+        if out.returncode != 0:
+            last = (out.stderr.strip().splitlines() or ["?"])[-1]
+            return {"error": last[:160]}
+        res = json.loads(out.stdout.strip().splitlines()[-1])
+        res["wall_s"] = time.time() - t0
+        return res
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("autocomp", help="local checkout of ucb-bar/autocomp")
+    ap.add_argument("--only", default="", help="run trajectories whose name contains this")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per step")
+    ap.add_argument("--json", default="", help="also write the results here")
+    a = ap.parse_args()
+    files = sorted(Path(a.autocomp).glob("examples/trn-*/*_trace.py"))
+    if not files:
+        print(f"no examples/trn-*/*_trace.py under {a.autocomp}", file=sys.stderr)
+        return 2
+    summary, everything = [], {}
+    for f in files:
+        name = f.name[: -len("_trace.py")]
+        if a.only and a.only not in name:
+            continue
+        if name not in SHAPES:
+            print(f"{name}: no published shapes known, skipped")
+            continue
+        steps = trajectory(f)
+        print(f"\n== {f.parent.name}/{name}: {len(steps)} steps (cycles (nki estimate), confirmed: false)")
+        print(f"{'step':>4} {'measured ms':>12} {'estimate ms':>12} {'ratio':>7} {'instr':>8} {'run s':>7} {'est s':>6}")
+        rows = []
+        for i, (code, ms) in enumerate(steps):
+            r = run_step(name, code, a.timeout)
+            if "error" in r:
+                print(f"{i:>4} {ms:>12.3f} {'-':>12} {'-':>7}  error: {r['error']}")
+                rows.append((ms, None, r))
+                continue
+            est_ms = r["us"] / 1000
+            print(f"{i:>4} {ms:>12.3f} {est_ms:>12.3f} {est_ms / ms:>7.2f} {r['instructions']:>8} {r['run_s']:>7.1f} "
+                  f"{r['estimate_s']:>6.2f}")
+            rows.append((ms, est_ms, r))
+        ok = [(m, e) for m, e, _ in rows if e is not None]
+        if len(ok) >= 2:
+            meas, est = [m for m, _ in ok], [e for _, e in ok]
+            rho = spearman(est, meas)
+            d_ok, d_n = direction_right(est, meas)
+            w2 = sum(1 for m, e in ok if 0.5 <= e / m <= 2.0)
+            line = (f"{name}: ran {len(ok)}/{len(rows)}  Spearman {rho:.2f}  direction right {d_ok}/{d_n} "
+                    f"({100 * d_ok / max(d_n, 1):.0f}%)  within 2x {w2}/{len(ok)} ({100 * w2 / len(ok):.0f}%)")
+        else:
+            line = f"{name}: ran {len(ok)}/{len(rows)}"
+        print(line)
+        summary.append(line)
+        everything[name] = [{"measured_ms": m, "estimate_ms": e, **r} for m, e, r in rows]
+    print("\nSummary (estimate: cycles (nki estimate), confirmed: false)")
+    for line in summary:
+        print("  " + line)
+    if a.json:
+        Path(a.json).write_text(json.dumps(everything, indent=1), encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
