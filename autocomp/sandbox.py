@@ -205,7 +205,9 @@ def jail_argv(argv: Sequence[str], cwd: str, isolation: Isolation, env: Mapping[
     if isolation.proc:
         args += ["--proc", "/proc"]
     # Parents before children so that a nested bind is not hidden by its parent's.
-    ro = sorted({os.path.realpath(p) for p in isolation.readable if p and os.path.exists(p)} | {p for p in isolation.readable if p and os.path.exists(p)}, key=len)
+    # A path and, if it is a link, its target (a venv's python points into its base prefix).
+    existing = [p for p in isolation.readable if p and os.path.exists(p)]
+    ro = sorted(set(existing) | {os.path.realpath(p) for p in existing}, key=len)
     for path in ro:
         if path in ("/", "/usr") or path.startswith("/usr/"):
             continue  # already visible

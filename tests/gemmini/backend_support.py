@@ -42,3 +42,35 @@ def backend(**settings: Any) -> GemminiBackend:
     b = get_backend("gemmini", {"extension": extension_path(), **settings})
     assert isinstance(b, GemminiBackend)
     return b
+
+
+# An honest 32x32x32 int8 GEMM on the short-name-free gemmini.h API: the original kernel of the
+# verdict tests and the attack suite.
+GEMM32 = """\
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdint.h>
+#include "include/gemmini.h"
+
+#define DIM_I 32
+#define DIM_J 32
+#define DIM_K 32
+
+void gemm(const elem_t A[DIM_I][DIM_K], const elem_t B[DIM_K][DIM_J], elem_t C[DIM_I][DIM_J]) {
+  gemmini_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0);
+  gemmini_extended3_config_ld(DIM_K, MVIN_SCALE_IDENTITY, false, 0);
+  gemmini_extended3_config_ld(DIM_J, MVIN_SCALE_IDENTITY, false, 1);
+  gemmini_config_st(DIM_J);
+  for (int i = 0; i < DIM_I / DIM; i++)
+    for (int j = 0; j < DIM_J / DIM; j++) {
+      for (int k = 0; k < DIM_K / DIM; k++) {
+        gemmini_extended_mvin(&A[i * DIM][k * DIM], 0, DIM, DIM);
+        gemmini_extended_mvin2(&B[k * DIM][j * DIM], DIM, DIM, DIM);
+        gemmini_extended_preload(DIM, (1u << 31) | (k ? 1u << 30 : 0), DIM, DIM, DIM, DIM);
+        gemmini_extended_compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+      }
+      gemmini_extended_mvout(&C[i * DIM][j * DIM], 1u << 31, DIM, DIM);
+    }
+}
+"""

@@ -13,36 +13,11 @@ import asyncio
 import pytest
 
 
-from backend_support import backend as make_backend
+from backend_support import GEMM32, backend as make_backend
 from autocomp.backends.base import BackendError
 from autocomp.model import Verdict
 
-ORIGINAL = """\
-#include <stdio.h>
-#include <stdlib.h>
-#include "include/gemmini.h"
-
-#define DIM_I 32
-#define DIM_J 32
-#define DIM_K 32
-
-void gemm(const elem_t A[DIM_I][DIM_K], const elem_t B[DIM_K][DIM_J], elem_t C[DIM_I][DIM_J]) {
-  gemmini_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0);
-  gemmini_extended3_config_ld(DIM_K, MVIN_SCALE_IDENTITY, false, 0);
-  gemmini_extended3_config_ld(DIM_J, MVIN_SCALE_IDENTITY, false, 1);
-  gemmini_config_st(DIM_J);
-  for (int i = 0; i < DIM_I / DIM; i++)
-    for (int j = 0; j < DIM_J / DIM; j++) {
-      for (int k = 0; k < DIM_K / DIM; k++) {
-        gemmini_extended_mvin(&A[i * DIM][k * DIM], 0, DIM, DIM);
-        gemmini_extended_mvin2(&B[k * DIM][j * DIM], DIM, DIM, DIM);
-        gemmini_extended_preload(DIM, (1u << 31) | (k ? 1u << 30 : 0), DIM, DIM, DIM, DIM);
-        gemmini_extended_compute_preloaded(0, GARBAGE_ADDR, DIM, DIM, DIM, DIM);
-      }
-      gemmini_extended_mvout(&C[i * DIM][j * DIM], 1u << 31, DIM, DIM);
-    }
-}
-"""
+ORIGINAL = GEMM32
 
 HEADER = "void gemm(const elem_t A[DIM_I][DIM_K], const elem_t B[DIM_K][DIM_J], elem_t C[DIM_I][DIM_J]) {\n"
 BODY = ORIGINAL.split(HEADER, 1)[1]

@@ -198,3 +198,13 @@ def test_doctor_reports_isolation(monkeypatch, capsys):
     import json
 
     assert json.loads(capsys.readouterr().out)["isolation"]["active"] == "off"
+
+
+def test_sandbox_attack_keys_through_a_remote_transport(hostile):
+    """A remote worker command (ssh/srun) runs outside the jail because it needs the network,
+    but candidate code only travels through it as data: it gets none of the user's
+    variables besides what a transport needs, so no key reaches the GPU host."""
+    workdir = tempfile.mkdtemp(prefix="autocomp-transport-")
+    result = asyncio.run(sandbox.run_transport(["/usr/bin/env"], workdir, 20))
+    assert result.isolation == "transport" and "PATH=" in result.stdout
+    hostile.check(result.stdout, result.stderr)
