@@ -7,8 +7,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from autocomp.errors import UserError
 
-class ConfigError(ValueError):
+
+class ConfigError(UserError, ValueError):
     """A setting out of range; the message names the setting and the allowed values."""
 
 
@@ -19,6 +21,7 @@ class SearchConfig:
     plans: int = 4
     implementations: int = 2
     keep: float = 0.3  # probability that each menu option appears in one plan prompt
+    explore_rate: float = 0.15  # share of plan prompts that invite the model's own optimization
     seed: int = 0
     min_improvement: float = 0.0  # a child must beat its parent by this fraction (0.05 = 5 %)
     repair: bool = True  # one repair attempt for compile/runtime failures, with the output fed back
@@ -37,6 +40,7 @@ class SearchConfig:
             ("plans", self.plans >= 1, "at least 1"),
             ("implementations", self.implementations >= 1, "at least 1"),
             ("keep", 0.0 <= self.keep <= 1.0, "between 0 and 1"),
+            ("explore_rate", 0.0 <= self.explore_rate <= 1.0, "between 0 and 1"),
             ("min_improvement", 0.0 <= self.min_improvement < 1.0, "in [0, 1)"),
             ("early_stop", self.early_stop >= 0, "0 (never) or more"),
             ("llm_timeout", self.llm_timeout > 0, "positive"),

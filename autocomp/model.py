@@ -41,8 +41,9 @@ class Verdict(str, Enum):
 
     @property
     def repairable(self) -> bool:
-        """Failures whose compiler/runtime output is worth feeding back for one repair."""
-        return self in (Verdict.COMPILE_ERROR, Verdict.RUNTIME_ERROR)
+        """Failures whose evaluator output is worth feeding back for one repair: build and
+        run failures, and wrong results (with the mismatch description)."""
+        return self in (Verdict.COMPILE_ERROR, Verdict.RUNTIME_ERROR, Verdict.INCORRECT)
 
 
 @dataclass(frozen=True)

@@ -3,17 +3,41 @@ templates in ``prompts/common`` and the target's pieces in ``prompts/<target>``.
 
 The split into a system part (stable per target) and a user part (per request) matters for
 provider-side prompt caching; the ``---`` line in a template marks it.
+
+What a plan prompt carries besides the code and its measurements: the worked examples
+(in the system part), a headroom line from the backend (how far the measured figure is
+from a hardware floor), the plans already tried on the same parent with their outcomes,
+and either a menu to pick from or, for a share of prompts (``explore_rate``), an
+invitation to propose the model's own optimization with the menu as reference.
 """
 
 from __future__ import annotations
 
 from string import Template
+from typing import Sequence
 
 from autocomp.llm.base import LLMRequest
-from autocomp.model import Candidate, Metric
+from autocomp.model import Candidate, Metric, Verdict
 from autocomp.prompts import PromptPieces, read_text
 
 TITLES = {"gemmini": "the Gemmini systolic-array accelerator", "nki": "AWS Trainium (NKI kernels)", "cuda": "NVIDIA GPUs (CUDA)"}
+
+# How much evaluator output a prompt quotes: the head (where the first compiler error is)
+# and the tail (where the final summary is), with the middle elided.
+FEEDBACK_HEAD = 2500
+FEEDBACK_TAIL = 1500
+PLAN_NOTES_LIMIT = 3000
+TRIED_LIMIT = 8
+
+MENU_CHOICE = (
+    "Pick ONE optimization from this menu (or a close variant of one) that is most likely to make this $noun "
+    "faster given the measurements above:"
+)
+EXPLORE_CHOICE = (
+    "This time, propose an optimization of YOUR OWN: one that is not on the menu below and not among the plans "
+    "already tried, chosen from what the measurements and the hardware description tell you (a combination of "
+    "ideas counts if it is new). The menu only shows what other plans draw from:"
+)
 
 
 def _split(template_name: str, values: dict[str, str]) -> tuple[str, str]:
@@ -24,10 +48,22 @@ def _split(template_name: str, values: dict[str, str]) -> tuple[str, str]:
     return system.strip(), user.strip()
 
 
-def format_metrics(metrics: dict[str, Metric], feedback: str = "") -> str:
+def head_and_tail(text: str, head: int = FEEDBACK_HEAD, tail: int = FEEDBACK_TAIL) -> str:
+    """``text`` if short, else its first ``head`` and last ``tail`` characters with a note
+    of what was left out (the first compiler error is at the head, the summary at the tail)."""
+    text = text.strip()
+    if len(text) <= head + tail + 80:
+        return text
+    omitted = len(text) - head - tail
+    return f"{text[:head].rstrip()}\n[... {omitted:,} characters omitted ...]\n{text[-tail:].lstrip()}"
+
+
+def format_metrics(metrics: dict[str, Metric], feedback: str = "", headroom: str = "") -> str:
     lines = [f"- {name}: {m.display()}" for name, m in metrics.items()]
+    if headroom.strip():
+        lines.append(f"- headroom: {headroom.strip()}")
     if feedback.strip():
-        lines.append("Evaluator notes:\n" + feedback.strip()[:3000])
+        lines.append("Evaluator notes:\n" + head_and_tail(feedback, PLAN_NOTES_LIMIT - 1000, 1000))
     return "\n".join(lines) if lines else "- (no measurements)"
 
 
@@ -40,6 +76,34 @@ def format_history(path: list[Candidate], primary: str) -> str:
         figure = metric.display() if metric else "not measured"
         label = "starting code" if step.parent is None else f"iteration {step.iteration}: {step.plan_summary()}"
         lines.append(f"- {label} → {figure}")
+    return "\n".join(lines)
+
+
+def outcome(child: Candidate, parent: Candidate, primary: str, lower_is_better: bool = True) -> str:
+    """A short description of how a child of ``parent`` fared, for the plan prompt."""
+    verdict = child.verdict
+    if verdict is Verdict.CORRECT:
+        c, p = child.metrics.get(primary), parent.metrics.get(primary)
+        if c is None or p is None or not c.value or not p.value:
+            return "correct, not measured"
+        ratio = (p.value / c.value) if lower_is_better else (c.value / p.value)
+        word = "faster" if ratio > 1.0 else "no faster"
+        return f"correct, {ratio:.2f}x ({word}: {c.display()})"
+    first = next((ln.strip() for ln in child.feedback.splitlines() if ln.strip()), "")
+    return f"{verdict.value}" + (f": {first[:160]}" if first else "")
+
+
+def format_tried(tried: Sequence[tuple[Candidate, str]]) -> str:
+    """``(child, outcome)`` pairs, one line each, the same plan text listed once (with its
+    outcomes joined)."""
+    if not tried:
+        return "- none yet"
+    merged: dict[str, list[str]] = {}
+    for child, result in tried:
+        merged.setdefault(child.plan_summary(), []).append(result)
+    lines = [f"- {summary} → {'; '.join(dict.fromkeys(results))}" for summary, results in merged.items()]
+    if len(lines) > TRIED_LIMIT:
+        lines = lines[-TRIED_LIMIT:]
     return "\n".join(lines)
 
 
@@ -65,13 +129,20 @@ def plan_request(
     iterations: int,
     primary: str,
     tier: str,
+    *,
+    tried: Sequence[tuple[Candidate, str]] = (),
+    explore: bool = False,
+    headroom: str = "",
 ) -> LLMRequest:
     values = _common(pieces, kernel)
+    choice = Template(EXPLORE_CHOICE if explore else MENU_CHOICE).safe_substitute(noun=pieces.noun)
     values.update(
         {
             "code": current.code.rstrip("\n"),
-            "metrics": format_metrics(current.metrics, current.feedback),
+            "metrics": format_metrics(current.metrics, current.feedback, headroom),
             "history": format_history(path, primary),
+            "tried": format_tried(tried),
+            "choice": choice,
             "menu": "\n".join(f"{i + 1}. {option}" for i, option in enumerate(menu)),
             "iteration": str(iteration),
             "iterations": str(iterations),
@@ -89,14 +160,44 @@ def implement_request(pieces: PromptPieces, kernel: str, current: Candidate, pla
     return LLMRequest(system=system, user=user, kind="implement", max_tokens=16384)
 
 
-def repair_request(pieces: PromptPieces, kernel: str, failed: Candidate) -> LLMRequest:
+_FAILURES = {
+    Verdict.COMPILE_ERROR: "it failed to build",
+    Verdict.RUNTIME_ERROR: "it failed while running",
+    Verdict.TIMEOUT: "it ran out of time",
+    Verdict.INCORRECT: "it computes wrong results: its outputs differ from what the original computes",
+}
+
+
+def repair_request(pieces: PromptPieces, kernel: str, failed: Candidate, parent: Candidate | None = None) -> LLMRequest:
+    """Fix a candidate that failed to build or run, or computed wrong results. The
+    evaluator's output is quoted head and tail (the first error is kept); the parent's
+    working code is shown so the model can see what the plan changed."""
     values = _common(pieces, kernel)
+    incorrect = failed.verdict is Verdict.INCORRECT
+    if parent is not None and parent.code.strip():
+        parent_text = (
+            f"The version the plan started from (correct, and what the new code must still compute):\n\n"
+            f"```{pieces.language}\n{parent.code.rstrip()}\n```\n"
+        )
+    else:
+        parent_text = ""
+    if incorrect:
+        advice = (
+            "Find what makes the results differ (indexing, tile bounds and edge tiles, overwrite versus accumulate, "
+            "uninitialised or stale buffers, a missed part of the output) by comparing with the version above, and "
+            "fix it while keeping the optimization; where part of the plan cannot be made correct, drop that part."
+        )
+    else:
+        advice = "Fix the problem (the first error reported is usually the cause) while keeping the optimization."
     values.update(
         {
             "code": failed.code.rstrip("\n"),
             "plan": failed.plan.strip() or "(none)",
             "verdict": failed.verdict.value,
-            "feedback": failed.feedback.strip()[-4000:] or "(no output)",
+            "failure": _FAILURES.get(failed.verdict, "it failed"),
+            "feedback": head_and_tail(failed.feedback) or "(no output)",
+            "parent": parent_text,
+            "advice": advice,
         }
     )
     system, user = _split("repair", values)

@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from autocomp.errors import UserError
 from autocomp.model import Problem
 
 # Operation kinds, most specific first: a kernel named ``conv_gemm`` is a convolution.
@@ -215,7 +216,7 @@ def similarity(a: Signature, b: Signature) -> float:
 # -- finding runs to reuse ---------------------------------------------------------------
 
 
-class ReuseError(ValueError):
+class ReuseError(UserError, ValueError):
     """A ``--reuse`` request that cannot be honoured; the message says why and what to do."""
 
 

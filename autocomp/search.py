@@ -48,10 +48,10 @@ from autocomp.llm.base import BudgetExhausted, LLMCallError, LLMReply
 from autocomp.llm.pool import LLMPool
 from autocomp.menu import rng_for, sample_menu
 from autocomp.model import Candidate, Evaluation, Problem, Usage, Verdict, speedup
-from autocomp.prompting import implement_request, plan_request, repair_request
-from autocomp.prompts import pieces_for_file
+from autocomp.prompting import implement_request, outcome, plan_request, repair_request
+from autocomp.prompts import pieces_for_problem
 from autocomp.schedules import ReuseChoice, signature_of
-from autocomp.store import Store
+from autocomp.store import Store, StoreError
 
 _DONE = object()
 
@@ -86,7 +86,7 @@ class BeamSearch:
         self.reuse = reuse
         self.reuse_result: dict[str, object] | None = None
         self.evaluator = evaluator or Evaluator(backend, store)
-        self.pieces = pieces_for_file(backend.prompt_pieces(), problem.path)
+        self.pieces = pieces_for_problem(backend.prompt_pieces(), problem.path, backend.prompt_context(problem))
         self.metric = backend.primary_metric
         self.lower_is_better = backend.lower_is_better
         self.candidates: dict[str, Candidate] = {}
@@ -99,6 +99,11 @@ class BeamSearch:
         self._stopping = False
         self._work: asyncio.Task[list[Candidate]] | None = None
         self._notices_seen = 0
+        self._fatal: BaseException | None = None
+        self._events_gen = 0  # which log of the run this one writes (store.append_event)
+        self._protected = False  # resuming a finished run: its record is kept until this one succeeds
+        self._pending_notices: list[str] = []
+        self.pool.track(store, self.run_id)
 
     # -- public ----------------------------------------------------------------------
     async def run(self) -> AsyncIterator[Event]:
@@ -111,6 +116,8 @@ class BeamSearch:
                 if item is _DONE:
                     break
                 yield item  # type: ignore[misc]
+            if self._fatal is not None:  # the store failed: the caller reports it (one line)
+                raise self._fatal
         finally:
             if not driver.done():
                 driver.cancel()
@@ -128,7 +135,7 @@ class BeamSearch:
     # -- driving ---------------------------------------------------------------------
     def _emit(self, event: Event) -> None:
         if self.store is not None:
-            self.store.append_event(self.run_id, self._seq, event.to_json())
+            self.store.append_event(self.run_id, self._seq, event.to_json(), gen=self._events_gen)
         self._seq += 1
         self._queue.put_nowait(event)
 
@@ -140,6 +147,8 @@ class BeamSearch:
     def _save_meta(self, status: str, **extra: object) -> None:
         if self.store is None:
             return
+        if self._protected and (status != "finished" or extra.get("reason") == "cancelled"):
+            return  # resuming a finished run: its record stays as it was until this run succeeds
         meta = self.store.run_meta(self.run_id) or {}
         meta.update(
             {
@@ -158,6 +167,16 @@ class BeamSearch:
         )
         meta.setdefault("created", meta["updated"])
         meta.update(extra)
+        if self._protected and status == "finished":
+            old_gen = self.store.events_gen(self.run_id)
+            meta["events_gen"] = self._events_gen
+            self.store.save_run_meta(self.run_id, meta)
+            self._protected = False
+            if old_gen != self._events_gen:
+                self.store.clear_events(self.run_id, old_gen)
+            return
+        if self.resumed:
+            meta["events_gen"] = self._events_gen
         self.store.save_run_meta(self.run_id, meta)
 
     async def _drive(self) -> None:
@@ -165,6 +184,8 @@ class BeamSearch:
             await self._search()
         except asyncio.CancelledError:
             raise
+        except StoreError as exc:  # the store itself failed: nothing more can be recorded
+            self._fatal = exc
         except Exception as exc:  # report, never crash the host (server or CLI)
             self._save_meta("failed", error=f"{type(exc).__name__}: {exc}")
             self._emit(RunFailed(self.run_id, f"{type(exc).__name__}: {exc}", self.best))
@@ -177,7 +198,7 @@ class BeamSearch:
         self.pool.budget.tokens = self.config.budget_tokens
         self.pool.budget.seconds = self.config.budget_seconds
         if self.resumed and self.store is not None:
-            self.store.clear_events(self.run_id)
+            self._begin_resume()
         self._save_meta("running")
         self._emit(
             RunStarted(
@@ -195,6 +216,8 @@ class BeamSearch:
                 reuse=self.reuse.to_json() if self.reuse else None,
             )
         )
+        for message in self._pending_notices:
+            self._emit(Notice(self.run_id, "info", message))
         if sandbox.label() == "off":
             self._emit(Notice(self.run_id, "warning", SANDBOX_OFF_NOTICE))
         executor = self.evaluator.executor
@@ -284,6 +307,23 @@ class BeamSearch:
                 break
         self._finish(reason)
 
+    def _begin_resume(self) -> None:
+        """A resumed run writes its (replayed) events as a new log. Resuming a finished run
+        leaves that run's record and log untouched until the resume itself finishes (a
+        failed, killed or stopped resume changes nothing). LLM requests that were in flight
+        when the run stopped are sent again; the count is reported."""
+        assert self.store is not None
+        previous = self.store.run_meta(self.run_id) or {}
+        self._protected = previous.get("status") == "finished"
+        self._events_gen = self.store.events_gen(self.run_id) + 1
+        self.store.clear_events(self.run_id, self._events_gen)  # leftovers of an earlier failed resume
+        leftover = self.store.inflight(self.run_id)
+        self.pool.resend = set(leftover)
+        if leftover:
+            self._pending_notices.append(
+                f"resuming: {len(leftover)} LLM request(s) were in flight when the run stopped; they are sent again"
+            )
+
     def _finish(self, reason: str) -> None:
         assert self.best is not None and self.baseline is not None
         # The answer is the best correct candidate seen, including those of an iteration
@@ -294,8 +334,11 @@ class BeamSearch:
         usage = {spec: Usage(**u.to_json()) for spec, u in self.pool.usage.items()}
         best_speedup = self._speedup(self.best)
         schedule = self.schedule()
-        if self.store is not None:
+        keep_record = self._protected and reason == "cancelled"  # a stopped resume of a finished run changes nothing
+        if self.store is not None and not keep_record:
             self.store.save_schedule(self.run_id, schedule)
+        if self.resumed and self.pool.resend is not None:
+            self._emit(Notice(self.run_id, "info", f"resume: re-sent {self.pool.resent} LLM request(s) that were in flight when the run stopped"))
         self._save_meta(
             "finished",
             reason=reason,
@@ -406,6 +449,7 @@ class BeamSearch:
             plan, plan_models, plan_usage = self.seed_plans[j], ["(plan reused from an earlier run)"], Usage()
         else:
             menu = sample_menu(self.pieces.menu, self.config.keep, rng_for(self.config.seed, iteration, parent.id, j))
+            explore = rng_for(self.config.seed, "explore", iteration, parent.id, j).random() < self.config.explore_rate
             request = plan_request(
                 self.pieces,
                 self.problem.name,
@@ -416,6 +460,9 @@ class BeamSearch:
                 self.config.iterations,
                 self.metric,
                 self.backend.tier().name,
+                tried=self._tried_on(parent, iteration),
+                explore=explore,
+                headroom=self._headroom(parent),
             )
             reply = await self._ask(request, slot, sample=j)
             if isinstance(reply, str):
@@ -479,7 +526,7 @@ class BeamSearch:
         self._record(iteration, candidate)
 
     async def _repair(self, iteration: int, slot: int, failed: Candidate) -> Candidate | None:
-        request = repair_request(self.pieces, self.problem.name, failed)
+        request = repair_request(self.pieces, self.problem.name, failed, self.candidates.get(failed.parent or ""))
         reply = await self._ask(request, slot, sample=0)
         if isinstance(reply, str):
             return None
@@ -496,6 +543,23 @@ class BeamSearch:
         )
         await self._fill_and_evaluate(iteration, repaired, reply)
         return repaired
+
+    # -- prompt material -------------------------------------------------------------
+    def _tried_on(self, parent: Candidate, iteration: int) -> list[tuple[Candidate, str]]:
+        """Children of ``parent`` from earlier iterations (and the reuse phase), with their
+        outcome, in id order: what the plan prompt lists as already tried. Only finished
+        iterations count, so the list never depends on the order concurrent work ends in."""
+        children = sorted(
+            (c for c in self.candidates.values() if c.parent == parent.id and c.iteration < iteration and c.plan),
+            key=lambda c: (c.iteration, c.id),
+        )
+        return [(c, outcome(c, parent, self.metric, self.lower_is_better)) for c in children]
+
+    def _headroom(self, candidate: Candidate) -> str:
+        try:
+            return self.backend.headroom(self.problem, candidate.evaluation)
+        except Exception:  # noqa: BLE001 - a missing hint must never stop a search
+            return ""
 
     # -- bookkeeping -----------------------------------------------------------------
     def _record(self, iteration: int, candidate: Candidate) -> None:

@@ -123,6 +123,19 @@ class Backend(abc.ABC):
 
         return load_pieces(self.name)
 
+    def prompt_context(self, problem: Problem) -> dict[str, str]:
+        """Values that choose per-problem prompt text (``[[sections]]`` and
+        ``[[conditional]]`` menu entries, ``$name`` in the description; see
+        :mod:`autocomp.prompts`): ``file`` is the kernel file's text; targets add what their
+        prompts depend on (e.g. the CUDA architecture compiled for)."""
+        return {"file": problem.file_text}
+
+    def headroom(self, problem: Problem, evaluation: Evaluation) -> str:
+        """One line for the plan prompt saying how far this measured version is from a
+        floor the hardware imposes (e.g. ideal compute cycles), or "" when the target
+        cannot tell. Must be cheap and must not run candidate code."""
+        return ""
+
     def tier(self) -> TierInfo:
         """The evaluator tier that will be used on this machine."""
         return TierInfo(name=self.name, confirms=True)

@@ -1,23 +1,33 @@
-"""Gemmini model fidelity: modelled cycles against published FireSim measurements.
+"""Gemmini model fidelity: modelled cycles against published figures.
 
     python bench/gemmini_fidelity.py
 
-Runs, on Spike with Autocomp's Gemmini model, kernels written here (our code) that follow the
-schedules whose cycle counts were published, and prints model against published figure with
-the ratio error of each, plus whether each published ranking is reproduced. Targets (issue
-11): every published ratio within +-15%, every published ranking reproduced.
+Runs, on Spike with Autocomp's Gemmini model (the backend's default settings, host L1 data
+cache on), kernels written here (our code) that follow the schedules whose cycle counts or
+speed-ups were published, and prints model against published figure with the ratio error of
+each, plus whether each published ranking is reproduced. Targets (issue 11): every published
+ratio within +-15%, every published ranking reproduced. The exit status is 1 when a target is
+missed; the output says which.
 
-Published figures used:
+Published figures used (every one we could find and check here):
 - ucb-bar/autocomp, autocomp/agents/gemmini/prompts/if_example_matmul.py: a 12544x64x256 int8
   GEMM (C = A*B, A 12544x64, B 64x256) on Gemmini (DIM 16, FireSim). "before": per (16-row
   block i, 64-column block j) the accumulator tile is zeroed by move-ins of zeros, A's 16x64
   block and B's 64x64 block are moved in (wide, 4-block rows), 16 preload/compute pairs run,
   4 move-outs; one accumulator region is reused, 3,435,455 cycles. "after": A's block is
   moved in once per i, all of B once and kept resident, four accumulator regions (one per j),
-  1,519,076 cycles. Ratio after/before 0.442.
-- Autocomp paper (Hong et al., 2025), Gemmini GEMM results: expert hand-tuned code about 5.6x
-  and Gemmini's software library (tiled_matmul_auto) about 1.4x faster than the unoptimised
-  baseline, i.e. expert / library about 4x faster; the ranking expert < library holds.
+  1,519,076 cycles. Ratio after/before 0.442. The "after" schedule is the expert (Exo-
+  optimised) schedule of this shape in ucb-bar/autocomp's sols/exo/ (sol1_exo_opt.c).
+- Autocomp paper (Hong et al., arXiv 2505.18574 v2, abstract): on the GEMM benchmarks
+  Autocomp's code is 5.6x faster than Gemmini's software library (tiled_matmul_auto) and 1.4x
+  faster than expert hand-tuned code, so expert code is 5.6 / 1.4 = 4.0x faster than the
+  library (an aggregate over the paper's GEMM shapes; the per-shape figures were not
+  retrievable here, so the shape above stands in for them). Ranking: expert < library.
+- Gemmini paper (Genc et al., arXiv 1911.09925 v1, abstract): selected design points run DNN
+  inference two to three orders of magnitude faster than the host processor alone. Checked as
+  a range on one 256^3 int8 GEMM: the library on Gemmini (tiled_matmul_auto, WS) against a
+  plain C GEMM with 4x4 register blocking (our code) on the modelled Rocket host alone. The paper's utilisation
+  figures are in its body, which was not retrievable here; none is used.
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from autocomp.backends.gemmini.backend import DEFAULTS  # noqa: E402
 from autocomp.backends.gemmini.toolchain import GemminiToolchain  # noqa: E402
 
 PRELUDE = r"""
@@ -125,20 +136,73 @@ AUTOCOMP_HARNESS_FN int main(void) {
 
 PUBLISHED_BEFORE = 3_435_455
 PUBLISHED_AFTER = 1_519_076
-PUBLISHED_EXPERT_OVER_LIBRARY = 5.6 / 1.4
+PUBLISHED_EXPERT_OVER_LIBRARY = 5.6 / 1.4  # Autocomp over library / Autocomp over expert
+GEMMINI_OVER_HOST = (100, 1000)  # "two to three orders of magnitude"
+
+# One 256^3 int8 GEMM through the library, on Gemmini (WS) and on the host CPU (CPU).
+SMALL = r"""
+#include "gemmini.h"
+#include "autocomp_harness.h"
+#define S 256
+static elem_t A[S][S] row_align(1), B[S][S] row_align(1), C[S][S] row_align(1);
+#ifdef ON_HOST
+/* The host alone: int8 GEMM in plain C, 4x4 outputs held in registers per pass over K. */
+static void kernel(void) {
+  for (int i = 0; i < S; i += 4)
+    for (int j = 0; j < S; j += 4) {
+      int32_t acc[4][4] = {{0}};
+      for (int k = 0; k < S; k++) {
+        const int32_t a0 = A[i][k], a1 = A[i + 1][k], a2 = A[i + 2][k], a3 = A[i + 3][k];
+        const int32_t b0 = B[k][j], b1 = B[k][j + 1], b2 = B[k][j + 2], b3 = B[k][j + 3];
+        acc[0][0] += a0 * b0; acc[0][1] += a0 * b1; acc[0][2] += a0 * b2; acc[0][3] += a0 * b3;
+        acc[1][0] += a1 * b0; acc[1][1] += a1 * b1; acc[1][2] += a1 * b2; acc[1][3] += a1 * b3;
+        acc[2][0] += a2 * b0; acc[2][1] += a2 * b1; acc[2][2] += a2 * b2; acc[2][3] += a2 * b3;
+        acc[3][0] += a3 * b0; acc[3][1] += a3 * b1; acc[3][2] += a3 * b2; acc[3][3] += a3 * b3;
+      }
+      for (int x = 0; x < 4; x++)
+        for (int y = 0; y < 4; y++) {
+          int32_t v = acc[x][y];
+          C[i + x][j + y] = (elem_t)(v > 127 ? 127 : (v < -128 ? -128 : v));
+        }
+    }
+}
+#else
+static void kernel(void) {
+  tiled_matmul_auto(S, S, S, (elem_t *)A, (elem_t *)B, NULL, (elem_t *)C, S, S, S, S,
+                    MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, NO_ACTIVATION,
+                    ACC_SCALE_IDENTITY, 0, false, false, false, false, false, 0, WS);
+  gemmini_fence();
+}
+#endif
+AUTOCOMP_HARNESS_FN int main(void) {
+  for (int i = 0; i < S; i++) for (int k = 0; k < S; k++) A[i][k] = (elem_t)((i * 7 + k) % 5 - 2);
+  for (int k = 0; k < S; k++) for (int j = 0; j < S; j++) B[k][j] = (elem_t)((k + j * 3) % 7 - 3);
+  AUTOCOMP_MEASURE_BEGIN();
+  kernel();
+  AUTOCOMP_MEASURE_END();
+  for (int i = 0; i < S; i += 17) for (int j = 0; j < S; j += 13) {
+    int32_t s = 0;
+    for (int k = 0; k < S; k++) s += A[i][k] * B[k][j];
+    elem_t want = s > 127 ? 127 : (s < -128 ? -128 : s);
+    if (C[i][j] != want) { printf("mismatch at %d %d: %d != %d\n", i, j, C[i][j], want); return 2; }
+  }
+  return 0;
+}
+"""
 
 
-async def cycles(tc: GemminiToolchain, name: str, kernel: str, work: Path) -> tuple[int, float]:
+async def cycles(tc: GemminiToolchain, name: str, kernel: str, work: Path, whole: str | None = None) -> tuple[int, float]:
     d = work / name
     d.mkdir()
     src = d / "prog.c"
-    src.write_text(PRELUDE + kernel + MAIN)
+    src.write_text(whole if whole is not None else PRELUDE + kernel + MAIN)
     elf = d / "prog.elf"
     res = await tc.compile([str(src)], str(elf), str(d))
     if not res.ok:
         raise SystemExit(f"{name}: compile failed\n{res.tail()}")
     t0 = time.perf_counter()
-    run = await tc.run(str(elf), str(d), {}, timeout=600, max_instructions=2_000_000_000)
+    run = await tc.run(str(elf), str(d), {}, timeout=900, max_instructions=2_000_000_000,
+                       host_dcache=bool(DEFAULTS["host_dcache"]))
     dt = time.perf_counter() - t0
     if run.error or run.exit_code != 0 or run.cycles is None:
         raise SystemExit(f"{name}: run failed: {run.error or run.stdout[-500:]}")
@@ -157,30 +221,40 @@ async def main() -> int:
         before, t1 = await cycles(tc, "before", BEFORE, work)
         after, t2 = await cycles(tc, "after", AFTER, work)
         lib, t3 = await cycles(tc, "library", LIBRARY, work)
+        on_gemmini, t4 = await cycles(tc, "small-ws", "", work, SMALL)
+        on_host, t5 = await cycles(tc, "small-cpu", "", work, "#define ON_HOST 1\n" + SMALL)
     ideal = 12544 * 64 * 256 // (16 * 16)
     rows = [
-        ("12544x64x256 'before' (cycles)", before, PUBLISHED_BEFORE),
-        ("12544x64x256 'after' (cycles)", after, PUBLISHED_AFTER),
-        ("ratio after / before", after / before, PUBLISHED_AFTER / PUBLISHED_BEFORE),
-        ("expert speed-up over library (library / after)", lib / after, PUBLISHED_EXPERT_OVER_LIBRARY),
+        ("FireSim 12544x64x256 'before' (cycles)", before, PUBLISHED_BEFORE),
+        ("FireSim 12544x64x256 'after' = expert (cycles)", after, PUBLISHED_AFTER),
+        ("FireSim ratio after / before", after / before, PUBLISHED_AFTER / PUBLISHED_BEFORE),
+        ("Autocomp: expert speed-up over library (lib/after)", lib / after, PUBLISHED_EXPERT_OVER_LIBRARY),
     ]
-    print(f"{'figure':52s} {'model':>14s} {'published':>14s} {'error':>8s}")
+    print(f"{'figure':54s} {'model':>14s} {'published':>14s} {'error':>8s}")
     ok = True
     for name, model, pub in rows:
         e = model / pub - 1
         ok &= abs(e) <= 0.15
         fmt = (lambda v: f"{v:,.0f}") if pub > 100 else (lambda v: f"{v:.3f}")
-        print(f"{name:52s} {fmt(model):>14s} {fmt(pub):>14s} {err(model, pub):>8s}")
+        print(f"{name:54s} {fmt(model):>14s} {fmt(pub):>14s} {err(model, pub):>8s}")
+    speedup = on_host / on_gemmini
+    lo, hi = GEMMINI_OVER_HOST
+    print(f"{'Gemmini paper: Gemmini over host CPU (256^3 GEMM)':54s} {speedup:>13.0f}x {f'{lo}-{hi}x':>14s} "
+          f"{'in range' if lo <= speedup <= hi else 'OUTSIDE':>8s}")
+    ok &= lo <= speedup <= hi
     # A ranking counts as reproduced only with a clear margin (5%): a near tie is not one.
     rankings = [
         ("after faster than before (by more than 5%)", after < 0.95 * before),
         ("expert ('after') faster than the library (by more than 5%)", after < 0.95 * lib),
+        ("Gemmini faster than the host CPU", on_gemmini < on_host),
         ("nothing below the compute floor M*N*K/DIM^2 = " + f"{ideal:,}", min(before, after, lib) >= ideal),
     ]
     for name, holds in rankings:
-        print(f"ranking: {name:60s} {'reproduced' if holds else 'NOT reproduced'}")
+        print(f"ranking: {name:62s} {'reproduced' if holds else 'NOT reproduced'}")
         ok &= holds
-    print(f"library (tiled_matmul_auto) cycles: {lib:,}; simulation wall time {t1:.1f}s / {t2:.1f}s / {t3:.1f}s")
+    print(f"library (tiled_matmul_auto) 12544x64x256: {lib:,} cycles; 256^3 GEMM: {on_gemmini:,} cycles on Gemmini, "
+          f"{on_host:,} on the host")
+    print(f"simulation wall time {t1:.1f}s / {t2:.1f}s / {t3:.1f}s / {t4:.1f}s / {t5:.1f}s")
     print("all within targets" if ok else "OUTSIDE TARGETS")
     return 0 if ok else 1
 

@@ -68,6 +68,10 @@ res = execute(mod.test, args, kernel_file=sys.argv[1], kwargs=KW)
 t1 = time.time()
 est = estimate(res.trace)
 t2 = time.time()
+if len(sys.argv) > 2:  # keep the trace, so a cost-model change can be re-estimated without re-running
+    from autocomp.backends.nki.trace import trace_to_json
+    with open(sys.argv[2], "w") as fh:
+        json.dump(trace_to_json(res.trace), fh, separators=(",", ":"))
 print(json.dumps({"cycles": est.cycles, "us": est.microseconds, "instructions": len(res.trace),
                   "run_s": t1 - t0, "estimate_s": t2 - t1}))
 '''
@@ -131,7 +135,23 @@ def direction_right(est: list[float], meas: list[float]) -> tuple[int, int]:
     return ok, n
 
 
-def run_step(name: str, code: str, timeout: float) -> dict:
+def run_step(name: str, code: str, timeout: float, traces: str = "") -> dict:
+    """Run one step in a child process; with ``traces`` (a folder), keep its instruction trace
+    there keyed by the step's code, and on a later call only re-estimate the kept trace."""
+    cached = None
+    if traces:
+        import hashlib
+        Path(traces).mkdir(parents=True, exist_ok=True)
+        key = hashlib.sha256((name + "\0" + code + "\0" + SHAPES[name]).encode()).hexdigest()[:20]
+        cached = Path(traces) / f"{name}-{key}.json"
+        if cached.exists():
+            from autocomp.backends.nki.cost import estimate
+            from autocomp.backends.nki.trace import trace_from_json
+            trace = trace_from_json(json.loads(cached.read_text(encoding="utf-8")))
+            t0 = time.time()
+            est = estimate(trace)
+            return {"cycles": est.cycles, "us": est.microseconds, "instructions": len(trace), "run_s": 0.0,
+                    "estimate_s": time.time() - t0, "wall_s": time.time() - t0, "cached": True}
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / f"{name}.py"
         path.write_text(HEADERS["old"] + code, encoding="utf-8")
@@ -140,8 +160,8 @@ def run_step(name: str, code: str, timeout: float) -> dict:
         t0 = time.time()
         try:
             env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")  # steps may run side by side
-            out = subprocess.run([sys.executable, str(child), str(path)], capture_output=True, text=True, timeout=timeout,
-                                 env=env)
+            out = subprocess.run([sys.executable, str(child), str(path)] + ([str(cached)] if cached else []),
+                                 capture_output=True, text=True, timeout=timeout, env=env)
         except subprocess.TimeoutExpired:
             return {"error": f"timeout after {timeout:.0f} s"}
         if out.returncode != 0:
@@ -158,6 +178,8 @@ def main() -> int:
     ap.add_argument("--only", default="", help="run trajectories whose name contains this")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per step")
     ap.add_argument("--json", default="", help="also write the results here")
+    ap.add_argument("--traces", default="", help="folder to keep each step's trace in; steps whose trace is kept "
+                    "there are only re-estimated (for trying cost-model parameters); run s is then 0")
     a = ap.parse_args()
     files = sorted(Path(a.autocomp).glob("examples/trn-*/*_trace.py"))
     if not files:
@@ -176,7 +198,7 @@ def main() -> int:
         print(f"{'step':>4} {'measured ms':>12} {'estimate ms':>12} {'ratio':>7} {'instr':>8} {'run s':>7} {'est s':>6}")
         rows = []
         for i, (code, ms) in enumerate(steps):
-            r = run_step(name, code, a.timeout)
+            r = run_step(name, code, a.timeout, a.traces)
             if "error" in r:
                 print(f"{i:>4} {ms:>12.3f} {'-':>12} {'-':>7}  error: {r['error']}")
                 rows.append((ms, None, r))

@@ -115,26 +115,16 @@ class DocumentIndex:
     ) -> list[DetectedKernel]:
         if len(text) > max_bytes:
             return []
+        from autocomp.run import detect_kernels
+
         path = uri_to_path(uri)
         suffix = os.path.splitext(path)[1].lower()
-        found: list[DetectedKernel] = []
+        backends = []
         for name in targets:
             backend = self.backends.get(name, target_settings.get(name, {}))
-            if backend is None:
-                continue
-            if backend.file_suffixes and suffix not in backend.file_suffixes:
-                continue
-            try:
-                spans = backend.detect(path, text)
-            except Exception:  # detection must never raise; if it does, treat as none
-                log.exception("%s detection failed on %s", name, uri)
-                continue
-            seen = {(k.span.start_line, k.span.end_line) for k in found}
-            for span in spans:
-                if (span.start_line, span.end_line) not in seen:
-                    found.append(DetectedKernel(span, backend))
-        found.sort(key=lambda k: k.span.start_line)
-        return found
+            if backend is not None and (not backend.file_suffixes or suffix in backend.file_suffixes):
+                backends.append((name, backend))
+        return [DetectedKernel(span, backend) for span, backend in detect_kernels(path, text, backends, log)]
 
 
 def kernel_at(kernels: list[DetectedKernel], line: int | None = None, name: str | None = None) -> DetectedKernel | None:

@@ -105,37 +105,31 @@ def end_progress(ls: AutocompServer, job: Job) -> None:
 
 
 def _search_factory(ls: AutocompServer, job: Job, problem: Problem, backend: Backend) -> Callable[[], Any]:
-    """A function that builds the job's BeamSearch; it runs on the job's worker thread,
-    so the LLM SDK imports and client setup never stall the server's loop."""
-    from autocomp.llm import LLMConfigError
+    """A function that sets up the job's run through the engine's front door
+    (:func:`autocomp.run.start`); it runs on the job's worker thread, so the LLM SDK
+    imports and client setup never stall the server's loop."""
+    from autocomp.run import RunSpec, resolve_llms
 
     settings = ls.settings
-    if not settings.llm:
-        raise LLMConfigError(
-            'Autocomp has no LLM configured: set autocomp.llm to a list of models, e.g. ["openai:gpt-4o"] '
-            'or ["anthropic:claude-sonnet-4-5"] (with OPENAI_API_KEY / ANTHROPIC_API_KEY in the environment the '
-            "editor starts `autocomp lsp` in)."
-        )
+    # Explicit models, else AUTOCOMP_LLM, else the recorded session next to the kernel, as
+    # the CLI does; a RunSetupError with the fix otherwise.
+    specs = resolve_llms(settings.llm, job.path)
     store = ls.store()
-    config = settings.search_config()
-    specs = list(settings.llm)
-    seed_plans = list(job.seed_plans) or None
-    executor_spec = settings.executor
+    spec = RunSpec(
+        llm=specs,
+        overrides=settings.search_overrides(),
+        executor=settings.executor,
+        seed_plans=list(job.seed_plans),
+        reuse=None,
+    )
     reuse = dict(job.reuse) if job.reuse else None
 
     def build() -> Any:
-        from autocomp.evaluator import Evaluator
-        from autocomp.executor import make_executor
-        from autocomp.llm import build_pool
+        from autocomp.run import start
         from autocomp.schedules import ReuseChoice
-        from autocomp.search import BeamSearch
 
-        evaluator = Evaluator(backend, store, executor=make_executor(executor_spec))
-        pool = build_pool(specs, store, concurrency=config.llm_concurrency, timeout=config.llm_timeout)
-        return BeamSearch(
-            problem, backend, pool, config, store, seed_plans=seed_plans, evaluator=evaluator,
-            reuse=ReuseChoice.from_json(reuse) if reuse else None,
-        )
+        spec.reuse = ReuseChoice.from_json(reuse) if reuse else None
+        return start(problem, backend, spec, store, kernel_path=job.path)
 
     return build
 
@@ -143,7 +137,7 @@ def _search_factory(ls: AutocompServer, job: Job, problem: Problem, backend: Bac
 async def run_job(ls: AutocompServer, job: Job, problem: Problem, backend: Backend) -> None:
     """The body of a job's task. Raises nothing but its own cancellation: a crashed job
     reports its error and the server lives on."""
-    from autocomp.llm import LLMConfigError
+    from autocomp.errors import UserError
 
     publisher = Publisher(ls, job)
     job.iterations = ls.settings.search.iterations
@@ -167,7 +161,7 @@ async def run_job(ls: AutocompServer, job: Job, problem: Problem, backend: Backe
         if job.active:  # the stream ended without a final event
             job.state = CANCELLED if job.search is not None and job.message == "cancelling" else FAILED
             job.message = job.message if job.state == CANCELLED else "the search ended without a result"
-    except (LLMConfigError, BackendError) as exc:
+    except (UserError, BackendError) as exc:
         job.state, job.message = FAILED, str(exc)
         ls.report_once(f"Autocomp: {exc}", lsp.MessageType.Error)
     except asyncio.CancelledError:

@@ -9,6 +9,8 @@ each instead of an exception: a typo in a setting must never take the server dow
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
@@ -24,6 +26,7 @@ class SearchSettings:
     plans: int = 4
     implementations: int = 2
     keep: float = 0.3
+    explore_rate: float = 0.15
 
 
 @dataclass
@@ -32,7 +35,8 @@ class Settings:
 
     llm: list[str] = field(default_factory=list)
     search: SearchSettings = field(default_factory=SearchSettings)
-    auto_apply: bool = True
+    # "always" | "preview" | "never" (true/false from older settings mean always/never)
+    auto_apply: str = "always"
     # Let auto-apply use a result from a tier that cannot confirm it (estimates).
     accept_unconfirmed: bool = False
     # "auto"/"bwrap" isolate every candidate; "off" opts out (shown in every result).
@@ -45,6 +49,15 @@ class Settings:
     target: dict[str, dict[str, Any]] = field(default_factory=dict)
     store: str | None = None
     max_file_bytes: int = 2_000_000
+    # the engine (SearchConfig) fields the user set, by field name; a replayed session's
+    # own settings fill the rest
+    search_set: set[str] = field(default_factory=set)
+    engine: dict[str, Any] = field(default_factory=dict)
+
+    def search_overrides(self) -> dict[str, Any]:
+        """The search settings the user set explicitly, as ``SearchConfig`` fields: what
+        the engine's front door layers over a replayed session's recorded settings."""
+        return {name: self.engine.get(name, getattr(self.search, name, None)) for name in sorted(self.search_set)}
 
     def search_config(self) -> Any:
         """The engine's ``SearchConfig`` for these settings (imported late so the server
@@ -53,7 +66,8 @@ class Settings:
 
         s = self.search
         return SearchConfig(
-            iterations=s.iterations, beam=s.beam, plans=s.plans, implementations=s.implementations, keep=s.keep
+            iterations=s.iterations, beam=s.beam, plans=s.plans, implementations=s.implementations, keep=s.keep,
+            explore_rate=s.explore_rate,
         )
 
     def target_settings(self, name: str) -> dict[str, Any]:
@@ -94,118 +108,69 @@ def autocomp_section(raw: Any) -> dict[str, Any]:
     return nested
 
 
-def _int(value: Any, name: str, low: int, high: int, problems: list[str]) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value:
-        problems.append(f"autocomp.{name} must be a whole number between {low} and {high}, got {value!r}")
-        return None
-    if not low <= int(value) <= high:
-        problems.append(f"autocomp.{name} must be between {low} and {high}, got {value}")
-        return None
-    return int(value)
-
-
-def _float(value: Any, name: str, low: float, high: float, problems: list[str]) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        problems.append(f"autocomp.{name} must be a number between {low} and {high}, got {value!r}")
-        return None
-    if not low <= float(value) <= high:
-        problems.append(f"autocomp.{name} must be between {low} and {high}, got {value}")
-        return None
-    return float(value)
-
-
-def _bool(value: Any, name: str, problems: list[str]) -> bool | None:
-    if isinstance(value, bool):
-        return value
-    problems.append(f"autocomp.{name} must be true or false, got {value!r}")
-    return None
-
-
-def _str_list(value: Any, name: str, problems: list[str]) -> list[str] | None:
-    if isinstance(value, str):
-        value = [value]
-    if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-        problems.append(f'autocomp.{name} must be a list of strings such as ["openai:gpt-4o"], got {value!r}')
-        return None
-    return [v.strip() for v in value]
-
-
 def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, list[str]]:
     """Settings from a client's object, on top of ``base``; plus one line per bad value.
 
-    Unknown keys are ignored (clients send their own things alongside ours); bad values
-    keep the previous value and are reported once.
+    Every key and its type, range and default come from the one schema
+    (:mod:`autocomp.schema`). Unknown keys are ignored (clients send their own things
+    alongside ours); bad values keep the previous value and are reported once.
     """
+    from autocomp.config import SearchConfig
+    from autocomp.schema import KNOBS, SettingError, check
+
     cur = base or Settings()
     section = autocomp_section(raw)
     problems: list[str] = []
-    out = Settings(
-        llm=list(cur.llm),
-        search=SearchSettings(**vars(cur.search)),
-        auto_apply=cur.auto_apply,
-        accept_unconfirmed=cur.accept_unconfirmed,
-        sandbox=cur.sandbox,
-        executor=cur.executor,
-        min_speedup=cur.min_speedup,
-        tune_on_save=cur.tune_on_save,
-        targets=list(cur.targets),
-        target={k: dict(v) for k, v in cur.target.items()},
-        store=cur.store,
-        max_file_bytes=cur.max_file_bytes,
-    )
-    if "llm" in section and section["llm"] is not None:
-        if (v := _str_list(section["llm"], "llm", problems)) is not None:
-            out.llm = v
-    search = section.get("search")
-    if isinstance(search, dict):
-        limits = {"iterations": (1, 1000), "beam": (1, 64), "plans": (1, 64), "implementations": (1, 16)}
-        for key, (low, high) in limits.items():
-            if key in search and (v := _int(search[key], f"search.{key}", low, high, problems)) is not None:
-                setattr(out.search, key, v)
-        if "keep" in search and (f := _float(search["keep"], "search.keep", 0.0, 1.0, problems)) is not None:
-            out.search.keep = f
-    elif search is not None:
-        problems.append(f"autocomp.search must be an object, got {search!r}")
-    if "autoApply" in section and (b := _bool(section["autoApply"], "autoApply", problems)) is not None:
-        out.auto_apply = b
-    if "acceptUnconfirmed" in section and (b := _bool(section["acceptUnconfirmed"], "acceptUnconfirmed", problems)) is not None:
-        out.accept_unconfirmed = b
-    if "sandbox" in section:
-        value = section["sandbox"]
-        if isinstance(value, str) and value.strip().lower() in ("auto", "bwrap", "off"):
-            out.sandbox = value.strip().lower()
-        else:
-            problems.append(f'autocomp.sandbox must be "auto", "bwrap" or "off", got {value!r}')
-    if "executor" in section:
-        value = section["executor"]
-        from autocomp.executor import ExecutorError, validate_spec
-
+    out = copy.deepcopy(cur)
+    engine_fields = {f.name for f in dataclasses.fields(SearchConfig)}
+    for knob in KNOBS:
+        if not knob.server:
+            continue
+        found, value = _lookup(section, knob.key)
+        if not found:
+            continue
+        if value is None and knob.type != "string":
+            continue  # "unset" in a client's settings keeps the previous value
         try:
-            out.executor = validate_spec(value if isinstance(value, str) else repr(value))
-        except ExecutorError as exc:
-            problems.append(f"autocomp.{exc}")
-    if "minSpeedup" in section and (f := _float(section["minSpeedup"], "minSpeedup", 1.0, 1e6, problems)) is not None:
-        out.min_speedup = f
-    if "tuneOnSave" in section and (b := _bool(section["tuneOnSave"], "tuneOnSave", problems)) is not None:
-        out.tune_on_save = b
-    if "targets" in section and (v := _str_list(section["targets"], "targets", problems)) is not None:
-        out.targets = v
-    target = section.get("target")
-    if isinstance(target, dict):
-        for name, values in target.items():
-            if isinstance(values, dict):
-                out.target[str(name)] = dict(values)
-            else:
-                problems.append(f"autocomp.target.{name} must be an object of toolchain settings, got {values!r}")
-    elif target is not None:
-        problems.append(f"autocomp.target must be an object keyed by target name, got {target!r}")
-    if "store" in section:
-        store = section["store"]
-        if store is None or (isinstance(store, str) and store.strip()):
-            out.store = store
-        else:
-            problems.append(f"autocomp.store must be a folder path, got {store!r}")
-    if "maxFileBytes" in section:
-        if (n := _int(section["maxFileBytes"], "maxFileBytes", 1000, 1 << 30, problems)) is not None:
-            out.max_file_bytes = n
+            value = check(knob, value)
+        except SettingError as exc:
+            problems.append(str(exc))
+            continue
+        if knob.key == "executor":
+            from autocomp.executor import ExecutorError, validate_spec
+
+            try:
+                value = validate_spec(value)
+            except ExecutorError as exc:
+                problems.append(f"autocomp.{exc}")
+                continue
+        if knob.key == "autoApply" and isinstance(value, bool):
+            value = "always" if value else "never"
+        if knob.key == "target":
+            bad = [name for name, values in value.items() if not isinstance(values, Mapping)]
+            for name in bad:
+                problems.append(f"autocomp.target.{name} must be an object of toolchain settings, got {value[name]!r}")
+            value = {str(k): dict(v) for k, v in value.items() if k not in bad}
+            for name, values in value.items():
+                out.target.setdefault(name, {}).update(values)
+            continue
+        field_name = knob.field or knob.key
+        if knob.key.startswith("search.") or field_name in engine_fields and knob.cli:
+            if hasattr(out.search, field_name):
+                setattr(out.search, field_name, value)
+            out.engine[field_name] = value
+            out.search_set.add(field_name)
+            continue
+        setattr(out, field_name, value)
+    if "search" in section and section["search"] is not None and not isinstance(section["search"], Mapping):
+        problems.append(f"autocomp.search must be an object, got {section['search']!r}")
     return out, problems
+
+
+def _lookup(section: Mapping[str, Any], key: str) -> tuple[bool, Any]:
+    node: Any = section
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node

@@ -27,7 +27,9 @@ import os
 from autocomp.backends import BackendError
 from autocomp.cli.common import EXIT_FAILED, EXIT_OK, CliError, load_problem, read_source
 from autocomp.evaluator import Evaluator
-from autocomp.model import CandidateFileProblem, Evaluation, KernelSpan, Problem, Verdict, speedup
+from autocomp.model import CandidateFileProblem, Evaluation, KernelSpan, Problem
+from autocomp.run import compare
+from autocomp.schema import add_set_flag
 from autocomp.store import Store
 
 
@@ -39,6 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--against", metavar="BASE_FILE", help="baseline file: its kernel is the oracle and the speedup reference")
     p.add_argument("--json", action="store_true")
     p.add_argument("--no-cache", action="store_true", help="evaluate even if this exact code was evaluated before")
+    add_set_flag(p)
     p.set_defaults(handler=run)
 
 
@@ -87,23 +90,16 @@ def against_problems(problem: Problem, backend, path: str, text: str) -> tuple[P
 
 
 async def _evaluate(args: argparse.Namespace, store: Store | None) -> dict:
+    """One kernel, or FILE against BASE through the engine's front door (autocomp.run.compare)."""
     if args.against:
-        problem, backend = load_problem(args.against, args.function, args.target)
+        problem, backend = load_problem(args.against, args.function, args.target, args=args)
         candidate_text = read_source(args.file)
         baseline, candidate, code = against_problems(problem, backend, os.path.abspath(args.file), candidate_text)
-        evaluator = Evaluator(backend, store)
-        (base_eval,), (cand_eval,) = await asyncio.gather(evaluator.evaluate(baseline, [baseline.code]),
-                                                          evaluator.evaluate(candidate, [code]))
-    else:
-        problem, backend = load_problem(args.file, args.function, args.target)
-        evaluator = Evaluator(backend, store)
-        base_eval = None
-        (cand_eval,) = await evaluator.evaluate(problem, [problem.code])
-    primary = backend.primary_metric
-    ratio = None
-    if base_eval is not None and base_eval.verdict is Verdict.CORRECT and cand_eval.verdict is Verdict.CORRECT:
-        ratio = speedup(base_eval.metrics.get(primary), cand_eval.metrics.get(primary), backend.lower_is_better)
-    return result_json(cand_eval, primary, ratio, problem.name, problem.target, base_eval)
+        result = await compare(backend, baseline, code, store, candidate_problem=candidate)
+        return result_json(result.candidate, result.primary_metric, result.speedup, problem.name, problem.target, result.baseline)
+    problem, backend = load_problem(args.file, args.function, args.target, args=args)
+    (cand_eval,) = await Evaluator(backend, store).evaluate(problem, [problem.code])
+    return result_json(cand_eval, backend.primary_metric, None, problem.name, problem.target, None)
 
 
 def _print_human(result: dict) -> None:

@@ -7,7 +7,9 @@ import sys
 
 from autocomp import __version__
 from autocomp.cli import doctor, evaluate, optimize, runs
-from autocomp.cli.common import EXIT_USAGE, CliError, err
+from autocomp.backends import BackendError
+from autocomp.cli.common import EXIT_USAGE, err
+from autocomp.errors import UserError
 
 
 def _lsp(args: argparse.Namespace) -> int:
@@ -39,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     try:
         return int(args.handler(args))
-    except CliError as exc:
+    except (UserError, BackendError) as exc:  # one line for the user, exit 2 (autocomp.errors)
         err(str(exc))
         return EXIT_USAGE
     except KeyboardInterrupt:

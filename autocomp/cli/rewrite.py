@@ -1,28 +1,41 @@
-"""Writing an optimized kernel back into its file without losing anything the user typed.
-
-The kernel is replaced only where the exact text that was optimized still stands: at its
-original lines, or (after edits above it) at the single place the original text occurs
-now. Otherwise nothing is written and the caller says why.
+"""Writing an optimized kernel back into its file without losing anything the user typed,
+through the one re-anchoring rule (autocomp.anchor): in place, moved after edits elsewhere,
+or merged with edits inside the kernel; otherwise nothing is written and the caller says why.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
+from autocomp.anchor import Conflict, apply_placement, place
 from autocomp.model import Problem
 
 
-class StaleKernel(Exception):
+class StaleKernel(Conflict):
     pass
 
 
-def rewrite_kernel(current_file: str, problem: Problem, new_code: str) -> str:
-    original = problem.code
-    if problem.span.text_of(current_file) == original:
-        return problem.span.replace_in(current_file, new_code)
-    if original and current_file.count(original) == 1:
-        start = current_file.index(original)
-        replacement = new_code if new_code.endswith("\n") or not original.endswith("\n") else new_code + "\n"
-        return current_file[:start] + replacement + current_file[start + len(original) :]
-    raise StaleKernel(
-        f"{problem.path}: the kernel `{problem.name}` changed since the run began; nothing was written. "
-        "Run again on the current code, or use `autocomp show RUN` to see the best version."
-    )
+def current_span(backend: Any, path: str, text: str, name: str) -> tuple[int, int] | None:
+    """The kernel's lines in ``text``, found again by name (None if it is gone)."""
+    if backend is None:
+        return None
+    try:
+        spans = backend.detect(path, text)
+    except Exception:
+        return None
+    span = next((s for s in spans if s.name == name), None)
+    return (span.start_line, span.end_line) if span else None
+
+
+def rewrite_kernel(current_file: str, problem: Problem, new_code: str, backend: Any = None) -> str:
+    try:
+        placement = place(
+            current_file, problem.code, problem.span.start_line, new_code,
+            current=current_span(backend, problem.path, current_file, problem.name), name=f"the kernel `{problem.name}`",
+        )
+    except Conflict as exc:
+        raise StaleKernel(
+            f"{problem.path}: {exc}; nothing was written. "
+            "Run again on the current code, or use `autocomp show RUN` to see the best version."
+        ) from None
+    return apply_placement(current_file, placement)

@@ -39,11 +39,12 @@ def build_pool(
     concurrency: int = 8,
     timeout: float = 300.0,
     retries: int = 3,
+    header: dict | None = None,
 ) -> LLMPool:
     if not specs:
         raise LLMConfigError("no LLM given: pass --llm openai:MODEL / anthropic:MODEL / replay:FILE (or set autocomp.llm)")
     clients = [make_client(spec, timeout) for spec in specs]
-    recorder = SessionRecorder(record, note="recorded by autocomp optimize --record") if record else None
+    recorder = SessionRecorder(record, note="recorded by autocomp optimize --record", header=header) if record else None
     return LLMPool(clients, store=store, recorder=recorder, concurrency=concurrency, timeout=timeout, retries=retries)
 
 

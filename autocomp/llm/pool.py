@@ -8,10 +8,13 @@ import asyncio
 import time
 from dataclasses import dataclass, field
 
-from autocomp.llm.base import BudgetExhausted, LLMCallError, LLMClient, LLMReply, LLMRequest
+from autocomp.llm.base import BudgetExhausted, LLMCallError, LLMClient, LLMReply, LLMRequest, malformed
 from autocomp.llm.session import SessionRecorder
 from autocomp.model import Usage
 from autocomp.store import Store
+
+
+MAX_RETRY_AFTER = 120.0  # seconds; the per-call timeout still bounds the whole call
 
 
 @dataclass
@@ -59,6 +62,29 @@ class LLMPool:
         # Identical requests in flight at once (two branches reaching the same plan) share
         # one call instead of paying twice.
         self._inflight: dict[tuple[str, str, int], asyncio.Future[LLMReply]] = {}
+        # Requests sent and not yet answered are listed in the store under the run, so a
+        # resume knows (and says) how many it sends again.
+        self._track_store: Store | None = None
+        self._track_run: str | None = None
+        self._open: list[str] = []
+        self.resend: set[str] | None = None  # set on resume: what was in flight when it stopped
+        self.resent = 0
+
+    def track(self, store: Store | None, run_id: str) -> None:
+        self._track_store, self._track_run = store, run_id
+
+    def _mark(self, key: str, sending: bool) -> None:
+        if not key:
+            return
+        if sending:
+            self._open.append(key)
+            if self.resend is not None and key in self.resend:
+                self.resend.discard(key)
+                self.resent += 1
+        elif key in self._open:
+            self._open.remove(key)
+        if self._track_store is not None and self._track_run is not None:
+            self._track_store.set_inflight(self._track_run, list(self._open))
 
     @property
     def specs(self) -> list[str]:
@@ -116,16 +142,26 @@ class LLMPool:
         self.budget.check()
         if not client.is_replay:
             self.budget.spent_calls += 1
+        mark = f"{client.spec}|{request.prompt_hash}|{sample}" if not client.is_replay else ""
+        if mark:
+            self._mark(mark, True)
         try:
             reply = await asyncio.wait_for(self._call_with_retries(client, request, sample), timeout=self.timeout)
         except asyncio.TimeoutError:
+            self._mark(mark, False)
             raise LLMCallError(f"{client.spec}: no reply within {self.timeout:g}s (retries included)") from None
+        except asyncio.CancelledError:
+            raise  # stopped while in flight: it stays listed, and a resume sends it again
+        except BaseException:
+            self._mark(mark, False)
+            raise
         reply.usage.calls = 1
         self.usage[client.spec].add(reply.usage)
         if not client.is_replay:
             self.budget.spent_tokens += reply.usage.tokens
         if self.store is not None and not client.is_replay:
             self.store.put_reply(cache_model, request.prompt_hash, sample, reply.to_json())
+        self._mark(mark, False)
         if self.recorder:
             self.recorder.record(request, sample, reply)
         return reply
@@ -135,12 +171,18 @@ class LLMPool:
         while True:
             async with self._semaphore:
                 try:
-                    return await client.complete(request, sample)
+                    reply = await client.complete(request, sample)
+                    reply.text.encode("utf-8")  # a reply that cannot be stored is a malformed one
+                    return reply
                 except LLMCallError as exc:
                     if not exc.retryable or attempt >= self.retries:
                         raise
                     error = exc
+                except (ValueError, TypeError, KeyError, AttributeError, IndexError) as exc:
+                    raise malformed(client.spec, exc) from exc
             delay = min(8.0, self.backoff * (2**attempt))
+            if error.retry_after is not None:  # the server said how long to wait: honour it
+                delay = max(delay, min(error.retry_after, MAX_RETRY_AFTER))
             self.notices.append(f"{client.spec}: {error}; retrying in {delay:.1f}s (attempt {attempt + 2}/{self.retries + 1})")
             attempt += 1
             await asyncio.sleep(delay)

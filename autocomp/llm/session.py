@@ -1,7 +1,9 @@
 """Recorded sessions: ``--record FILE`` writes every prompt hash and reply of a run as JSON
 lines; ``replay:FILE`` serves them back by prompt hash with no network.
 
-A session file starts with a header line ``{"autocomp_session": 1, ...}``; each later line is
+A session file starts with a header line ``{"autocomp_session": 1, ...}`` -- with ``search``,
+the search settings it was recorded with, which a replay uses unless the user overrides
+them (sessions recorded before that field existed replay under the defaults); each later line is
 ``{"prompt_hash", "sample", "kind", "model", "reply", "usage", "prompt_head"}``. The prompt
 head (its first lines) is kept so a missing reply can be explained to the user.
 """
@@ -28,7 +30,7 @@ def _prompt_head(request: LLMRequest) -> str:
 class SessionRecorder:
     """Appends one line per reply, flushed at once so a killed run keeps what it paid for."""
 
-    def __init__(self, path: str, note: str = "") -> None:
+    def __init__(self, path: str, note: str = "", header: dict[str, Any] | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._seen: set[tuple[str, int]] = set()
@@ -38,7 +40,9 @@ class SessionRecorder:
                 self._seen.add((entry["prompt_hash"], int(entry.get("sample", 0))))
         self._file = open(self.path, "a", encoding="utf-8")
         if fresh:
-            self._write({"autocomp_session": FORMAT_VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "note": note})
+            first = {"autocomp_session": FORMAT_VERSION, "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "note": note}
+            first.update(header or {})
+            self._write(first)
 
     def _write(self, obj: dict[str, Any]) -> None:
         self._file.write(json.dumps(obj, sort_keys=True) + "\n")
@@ -65,6 +69,20 @@ class SessionRecorder:
 
     def close(self) -> None:
         self._file.close()
+
+
+def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The session's header line (``{}`` if it has none or it is not JSON)."""
+    with open(path, encoding="utf-8", errors="replace") as handle:
+        for line in handle:
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                return {}
+            return obj if isinstance(obj, dict) and "autocomp_session" in obj else {}
+    return {}
 
 
 def _read_entries(path: Path) -> list[dict[str, Any]]:

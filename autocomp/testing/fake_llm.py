@@ -76,14 +76,17 @@ class FakeLLMServer:
             def do_POST(self) -> None:  # noqa: N802 (http.server naming)
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
-                status, payload = server._handle(self.path, body)
-                data = json.dumps(payload).encode()
+                status, payload, *extra = server._handle(self.path, body)
+                headers = extra[0] if extra else {}
+                data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
                 try:
                     self.send_response(status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(data)))
-                    if status == 429:
+                    if status == 429 and "Retry-After" not in headers:
                         self.send_header("Retry-After", "0")
+                    for name, value in headers.items():
+                        self.send_header(name, value)
                     self.end_headers()
                     self.wfile.write(data)
                 except (BrokenPipeError, ConnectionResetError):
@@ -152,7 +155,10 @@ class FakeLLMServer:
                 return choice
         return NO_RULE_REPLY
 
-    def _handle(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    def _handle(self, path: str, body: dict[str, Any]) -> tuple[Any, ...]:
+        """(status, payload[, headers]). Faults: ``500``/``429``/``503``; ``429:N`` (a 429
+        with ``Retry-After: N``); ``empty``; ``truncate``; ``hang``; ``badutf8`` (a 200
+        whose body is not valid UTF-8); ``malformed`` (a 200 whose body is not a reply)."""
         anthropic = path.rstrip("/").endswith("/messages")
         if anthropic:
             prompt = str(body.get("system", "")) + "\n" + "\n".join(_text(m.get("content")) for m in body.get("messages", []))
@@ -168,6 +174,12 @@ class FakeLLMServer:
             time.sleep(self.delay)
         if fault in ("500", "429", "503"):
             return int(fault), {"error": {"message": f"scripted {fault}", "type": "server_error"}}
+        if fault.startswith("429:"):
+            return 429, {"error": {"message": "scripted 429", "type": "rate_limit"}}, {"Retry-After": fault[4:]}
+        if fault == "badutf8":
+            return 200, b'{"id": "x", "choices": [{"index": 0, "message": {"role": "assistant", "content": "\xff\xfe bad"}}]}'
+        if fault == "malformed":
+            return 200, b"<html>gateway says hello</html>"
         text = self.reply_for(prompt)
         finish = "stop"
         if fault == "empty":

@@ -4,8 +4,8 @@ Tiers, always named in each result:
 - ``static``: cheats and fallbacks refused before anything is built (:mod:`static_checks`);
 - ``compiled``: ``nvcc`` + ptxas figures, cached by source hash (:mod:`compile`); without a
   GPU this is where evaluation stops, with verdict ``unverified`` and ``confirmed`` False;
-- ``verified and timed``: correctness against the original and CUDA-event timing on a
-  local GPU (:mod:`harness`), ``confirmed`` True;
+- ``verified and timed``: correctness against the original and timing by a runner process (the
+  candidate in its own process) on a local GPU (:mod:`harness`), ``confirmed`` True;
 - ``remote``: the same protocol run by a worker command on a GPU host (:mod:`remote`).
 """
 
@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, ClassVar, Sequence
 
+from autocomp.backends import cscan
 from autocomp.backends.base import Backend, BackendError, TierInfo, ToolCheck
 from autocomp.backends.cuda import annotations, detect, gpu, harness, inline, pyvalidate, remote, static_checks
 from autocomp.backends.cuda.compile import DEFAULT_ARCH, CompileResult, Compiler, default_cache_dir, find_nvcc, map_lines, nvcc_version
@@ -97,6 +98,11 @@ class CudaBackend(Backend):
         return self.make_problem(path, text, function=problem.name).span
 
     # -- protocol: tiers and tools --------------------------------------------------------
+    def prompt_context(self, problem: Problem) -> dict[str, str]:
+        """The architecture candidates are compiled for: prompts offer only its features
+        (``wgmma`` needs ``sm_90a``; see prompts/cuda/menu.toml)."""
+        return {**super().prompt_context(problem), "arch": self.arch}
+
     def tier(self) -> TierInfo:
         if self.remote_command:
             return TierInfo(name="remote", confirms=True, note=f"evaluated by `{self.remote_command}`")
@@ -191,9 +197,10 @@ class CudaBackend(Backend):
             return self._unverified(result, note)
         if not gpu.gpu_enabled(self.settings.get("gpu")):
             return self._unverified(result, WHERE_TO_VERIFY)
+        names = sorted({f.name for f in cscan.find_functions(candidate_file, cxx=True) if f.is_global})
         outcome = await harness.run_cu(self.compiler, problem.file_text, candidate_file, ann, self._gpu_settings,
-                                       self._device())
-        return self._gpu_evaluation(outcome, result, confirmable=False)
+                                       self._device(), kernel_names=names)
+        return self._gpu_evaluation(outcome, result)
 
     # KernelBench-style Python
     async def _evaluate_python(self, problem: Problem, code: str) -> Evaluation:
@@ -266,21 +273,20 @@ class CudaBackend(Backend):
         feedback = f"{result.summary()}\n{note}"
         return Evaluation(Verdict.UNVERIFIED, compile_metrics(result), feedback, tier=COMPILED, confirmed=False)
 
-    def _gpu_evaluation(self, outcome: harness.GpuOutcome, result: CompileResult | None,
-                        confirmable: bool = True) -> Evaluation:
-        """``confirmable`` is False for the annotated ``.cu`` harness: it times the candidate's
-        library inside its own process (unlike the two-process runner of ``.py`` problems),
-        so a hostile candidate could bend its clock, and its figures must never drive an
-        automatic edit or ``--write`` on their own."""
+    def _gpu_evaluation(self, outcome: harness.GpuOutcome, result: CompileResult | None) -> Evaluation:
+        """Confirmed when correct and the runner saw the launched kernels: both runners
+        time the candidate in its own process, but a runner that could not list the
+        kernels (no CUPTI in the toolkit) cannot show the candidate's own kernel ran."""
         metrics = dict(outcome.metrics)
         feedback = outcome.feedback
         if result is not None:
             metrics.update(compile_metrics(result))
             feedback += "\n" + result.summary()
-        if not confirmable and outcome.verdict is Verdict.CORRECT:
-            feedback += ("\nNot confirmed: the .cu harness times the candidate inside the candidate's own process; "
-                         "apply it yourself, or with --accept-unconfirmed / autocomp.acceptUnconfirmed.")
-        confirmed = confirmable and outcome.verdict is Verdict.CORRECT
+        if not outcome.kernels_counted and outcome.verdict is Verdict.CORRECT:
+            feedback += ("\nNot confirmed: the runner could not list the launched kernels (CUPTI is missing from the CUDA "
+                         "toolkit), so it cannot show the candidate's own kernel ran; install the toolkit's CUPTI, or "
+                         "apply it yourself / with --accept-unconfirmed.")
+        confirmed = outcome.kernels_counted and outcome.verdict is Verdict.CORRECT
         return Evaluation(outcome.verdict, metrics, feedback, tier=harness.TIER, confirmed=confirmed)
 
 

@@ -68,3 +68,14 @@ def native_arch() -> str | None:
         return None
     major, _, minor = first[0].strip().partition(".")
     return f"sm_{major}{minor or '0'}" if major.isdigit() and (minor or "0").isdigit() else None
+
+
+def driver_env() -> dict[str, str]:
+    """``LD_LIBRARY_PATH`` for a sandboxed GPU child when the host finds the NVIDIA driver
+    library (libcuda) only through that variable, which the sandbox clears; empty when the
+    loader finds it anyway (ld.so.cache, which the sandbox binds)."""
+    import glob
+
+    dirs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep)
+            if d and os.path.isabs(d) and glob.glob(os.path.join(d, "libcuda.so*"))]
+    return {"LD_LIBRARY_PATH": os.pathsep.join(dict.fromkeys(dirs))} if dirs else {}

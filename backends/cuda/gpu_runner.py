@@ -62,7 +62,7 @@ class ChildProcess:
         self.log = open(log_path, "wb")
         env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "TMPDIR", "LANG", "TORCH_EXTENSIONS_DIR",
                                                             "CUDA_HOME", "MAX_JOBS", "PYTHONDONTWRITEBYTECODE",
-                                                            "PYTHONPATH")}
+                                                            "PYTHONPATH", "LD_LIBRARY_PATH")}
         self.proc = subprocess.Popen([sys.executable, "-m", "autocomp.backends.cuda.gpu_child", device],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, close_fds=True,
                                      env=env, start_new_session=True)

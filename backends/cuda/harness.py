@@ -1,10 +1,12 @@
 """The verified-and-timed tier: runs the reference and a candidate on a local NVIDIA GPU
 and turns what the harness measured into an :class:`Evaluation`.
 
-Two forms: annotated ``.cu`` files go through the generated C++ harness
-(:mod:`harness_cu`), KernelBench-style Python through :mod:`gpu_runner`. Both run as
-their own processes through :func:`run_limited` (no address-space limit: a CUDA context
-reserves far more virtual memory than it uses), one timing at a time per host.
+Two forms, one design (docs/cuda.md, "GPU tier by construction"): annotated ``.cu`` files
+go through :mod:`cu_runner` with the generated C++ model child of :mod:`harness_cu`,
+KernelBench-style Python through :mod:`gpu_runner`. In both the candidate runs in its own
+process, away from the timer. Both run through :func:`run_limited` (no address-space
+limit: a CUDA context reserves far more virtual memory than it uses), one timing at a time
+per host.
 """
 
 from __future__ import annotations
@@ -13,7 +15,6 @@ import asyncio
 import fcntl
 import json
 import os
-import secrets
 import shutil
 import statistics
 import sys
@@ -25,7 +26,8 @@ from typing import AsyncIterator
 
 from autocomp.backends.cuda import harness_cu
 from autocomp.backends.cuda.annotations import Annotation
-from autocomp.backends.cuda.compile import Compiler
+from autocomp.backends.cuda.compile import Compiler, toolkit_dirs
+from autocomp.backends.cuda.gpu import driver_env
 from autocomp.model import Metric, Verdict
 from autocomp.sandbox import Isolation, python_view, run_limited
 
@@ -47,16 +49,7 @@ class GpuOutcome:
     verdict: Verdict
     feedback: str
     metrics: dict[str, Metric] = field(default_factory=dict)
-
-
-def timing_metrics(ref_ms: list[float], cand_ms: list[float], device: str) -> dict[str, Metric]:
-    source = f"cuda events, {device}"
-    return {
-        "ms": Metric(statistics.median(cand_ms), "ms", source),
-        "ms_mean": Metric(statistics.fmean(cand_ms), "ms", f"{source}, mean"),
-        "reference_ms": Metric(statistics.median(ref_ms), "ms", f"{source}, reference"),
-        "trials": Metric(float(len(cand_ms)), "trials", source),
-    }
+    kernels_counted: bool = True  # False: the runner could not list the launched kernels (no CUPTI)
 
 
 def runner_metrics(result: dict, device: str) -> dict[str, Metric]:
@@ -92,84 +85,81 @@ async def gpu_lock(path: str) -> AsyncIterator[None]:
 
 # -- .cu -----------------------------------------------------------------------------------
 async def run_cu(compiler: Compiler, reference_file: str, candidate_file: str, ann: Annotation,
-                 settings: GpuSettings, device: str) -> GpuOutcome:
+                 settings: GpuSettings, device: str, kernel_names: list[str] | tuple[str, ...] = ()) -> GpuOutcome:
+    """Build the original kernel, the candidate (each a shared library) and the model child,
+    then run :mod:`cu_runner` (the timer) in the sandbox; its verdict comes back on the
+    result channel only (descriptor 3), which no child holds."""
     wrapper = harness_cu.entry_wrapper(reference_file, ann)
     with tempfile.TemporaryDirectory(prefix="autocomp-cuda-gpu-") as tmp:
         builds = await asyncio.gather(
             compiler.build_shared(reference_file + wrapper, tmp, "reference"),
             compiler.build_shared(candidate_file + wrapper, tmp, "candidate"),
-            _build_harness(compiler, ann, tmp),
+            _build_child(compiler, ann, tmp),
         )
-        for (ok, log), what in zip(builds, ("the original kernel", "the candidate", "the harness")):
+        for (ok, log), what in zip(builds, ("the original kernel", "the candidate", "the runner's child program")):
             if not ok:
                 verdict = Verdict.COMPILE_ERROR if what == "the candidate" else Verdict.RUNTIME_ERROR
                 return GpuOutcome(verdict, f"building {what} for the GPU failed:\n{log}")
-        outcome = await _run_harness(tmp, ann, settings, list(settings.seeds), settings.trials, device)
-        if outcome.verdict is Verdict.CORRECT:
-            speed = outcome.metrics["reference_ms"].value / max(outcome.metrics["ms"].value, 1e-9)
-            if speed > settings.reverify_above:
-                fresh = [s + 7919 for s in settings.seeds] + [max(settings.seeds) + 104729]
-                again = await _run_harness(tmp, ann, settings, fresh, 0, device)
-                if again.verdict is not Verdict.CORRECT:
-                    return GpuOutcome(Verdict.INCORRECT, f"a {speed:.1f}x speedup did not hold up on fresh seeds "
-                                      f"{fresh}: {again.feedback}")
-                outcome.feedback += f"\nspeedup {speed:.1f}x re-verified on fresh seeds {fresh}"
-        return outcome
+        buffers = [{"name": b.name, "dtype": b.dtype, "count": b.count, "elem": b.elem_bytes,
+                    "role": 2 if b.inout else 1 if b.output else 0, "low": b.low, "high": b.high,
+                    "tolerance": ann.tolerance_for(b)} for b in ann.buffers]
+        spec = {"child": os.path.join(tmp, "child"), "reference": os.path.join(tmp, "reference.so"),
+                "candidate": os.path.join(tmp, "candidate.so"), "buffers": buffers, "trials": settings.trials,
+                "warmup": settings.warmup, "checks": max(3, len(settings.seeds)), "kernel_names": list(kernel_names)}
+        Path(tmp, "spec.json").write_text(json.dumps(spec))
+        argv = [sys.executable, "-m", "autocomp.backends.cuda.cu_runner", "spec.json"]
+        async with gpu_lock(settings.lock_path):
+            proc = await run_limited(argv, cwd=tmp, timeout=settings.timeout, memory_bytes=None,
+                                     env={"PYTHONDONTWRITEBYTECODE": "1", **driver_env(), **import_env()},
+                                     isolation=runner_isolation(tmp, toolkit_dirs(compiler.nvcc)), channel=True,
+                                     max_processes=256)
+        return _runner_outcome(proc, device, "the original kernel", settings)
 
 
-async def _build_harness(compiler: Compiler, ann: Annotation, tmp: str) -> tuple[bool, str]:
-    Path(tmp, "harness.cu").write_text(harness_cu.harness_source(ann))
-    argv = [compiler.nvcc, f"-arch={compiler.arch}", "-O2", "-std=c++17", "harness.cu", "-o", "harness", "-ldl"]
+def import_env() -> dict[str, str]:
+    """``PYTHONPATH`` for a sandboxed runner when Autocomp is importable here only through
+    that variable (an import overlay such as bench/gpu_check.sh builds), which the sandbox
+    clears; empty for an installed or editable Autocomp."""
+    import autocomp
+
+    root = os.path.dirname(os.path.realpath(list(autocomp.__path__)[0]))
+    entries = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {"PYTHONPATH": root} if any(os.path.realpath(p) == root for p in entries) else {}
+
+
+def cupti_paths(toolkit: tuple[str, ...]) -> tuple[str, str] | None:
+    """(include dir, library dir) of CUPTI in the CUDA toolkit, which the child uses to list
+    the kernels a call launched; None when this toolkit has none."""
+    for root in toolkit:
+        for inc, lib in (("include", "lib64"), ("include", "lib"), ("extras/CUPTI/include", "extras/CUPTI/lib64"),
+                         ("targets/x86_64-linux/include", "targets/x86_64-linux/lib")):
+            if Path(root, inc, "cupti.h").exists() and any(Path(root, lib).glob("libcupti.so*")):
+                return str(Path(root, inc)), str(Path(root, lib))
+    return None
+
+
+async def _build_child(compiler: Compiler, ann: Annotation, tmp: str) -> tuple[bool, str]:
+    Path(tmp, "child.cu").write_text(harness_cu.child_source(ann))
+    cupti = cupti_paths(toolkit_dirs(compiler.nvcc))
+    extra = ([f"-I{cupti[0]}", f"-L{cupti[1]}", "-lcupti", f"-Xlinker=-rpath={cupti[1]}"] if cupti
+             else ["-DAUTOCOMP_NO_CUPTI"])
+    argv = [compiler.nvcc, f"-arch={compiler.arch}", "-O2", "-std=c++17", "child.cu", "-o", "child", "-ldl", *extra]
     proc = await run_limited(argv, cwd=tmp, timeout=compiler.timeout, memory_bytes=compiler.memory_bytes,
                              isolation=compiler.isolation())
     return proc.ok, proc.tail()
 
 
-async def _run_harness(tmp: str, ann: Annotation, settings: GpuSettings, seeds: list[int], trials: int,
-                       device: str) -> GpuOutcome:
-    out = Path(tmp, f"out-{secrets.token_hex(4)}")
-    out.mkdir()
-    argv = ["./harness", "./reference.so", "./candidate.so", str(out), str(trials), str(settings.warmup),
-            *map(str, seeds)]
-    from autocomp.backends.cuda.gpu import device_nodes
-
-    async with gpu_lock(settings.lock_path):
-        proc = await run_limited(argv, cwd=tmp, timeout=settings.timeout, memory_bytes=None,
-                                 isolation=Isolation(proc=True, devices=device_nodes()))
+def _runner_outcome(proc, device: str, reference: str, settings: GpuSettings) -> GpuOutcome:
+    """The runner's verdict from the result channel, or why there is none."""
     if proc.timed_out:
-        return GpuOutcome(Verdict.TIMEOUT, f"the GPU run did not finish within {settings.timeout:.0f} s")
-    if proc.returncode == harness_cu.EXIT_CANDIDATE:
-        return GpuOutcome(Verdict.RUNTIME_ERROR, f"the candidate failed on the GPU:\n{proc.tail()}")
-    if proc.returncode != 0:
-        who = "the original kernel" if proc.returncode == harness_cu.EXIT_REFERENCE else "the harness"
-        return GpuOutcome(Verdict.RUNTIME_ERROR, f"{who} failed on the GPU (exit {proc.returncode}):\n{proc.tail()}")
-    worst = 0.0
-    for seed in seeds:
-        state = (out / f"inputs_{seed}.txt").read_text() if (out / f"inputs_{seed}.txt").exists() else "missing"
-        if state != "unchanged":
-            return GpuOutcome(Verdict.INCORRECT, f"seed {seed}: the candidate modified its inputs ({state.strip()})")
-        for b in ann.outputs:
-            ref = (out / f"ref_{seed}_{b.name}.bin").read_bytes()
-            cand = (out / f"cand_{seed}_{b.name}.bin").read_bytes()
-            ok, diff, reason = harness_cu.compare_buffers(ref, cand, b.dtype, ann.tolerance_for(b))
-            if not ok:
-                return GpuOutcome(Verdict.INCORRECT, f"seed {seed}, output `{b.name}`: {reason}")
-            worst = max(worst, diff)
-    if trials <= 0:
-        return GpuOutcome(Verdict.CORRECT, f"correct on seeds {seeds} (max abs diff {worst:.3g})")
-    ref_ms: list[float] = []
-    cand_ms: list[float] = []
-    for line in (out / "timing.txt").read_text().splitlines():
-        who, value = line.split()
-        (ref_ms if who == "ref" else cand_ms).append(float(value))
-    metrics = timing_metrics(ref_ms, cand_ms, device)
-    return GpuOutcome(Verdict.CORRECT, _timing_text(seeds, worst, metrics, "the original kernel"), metrics)
-
-
-def _timing_text(seeds: list[int], worst: float, metrics: dict[str, Metric], reference: str) -> str:
-    ms, ref = metrics["ms"].value, metrics["reference_ms"].value
-    return (f"correct on seeds {seeds} (max abs diff {worst:.3g}); median {ms:.4f} ms, mean {metrics['ms_mean'].value:.4f} ms "
-            f"over {int(metrics['trials'].value)} trials; {reference}: {ref:.4f} ms ({ref / max(ms, 1e-9):.2f}x)")
+        return GpuOutcome(Verdict.TIMEOUT, f"build + check + timing did not finish within {settings.timeout:.0f} s")
+    try:
+        result = json.loads(proc.channel.decode("utf-8")) if proc.channel else None
+    except ValueError:
+        result = None
+    if not isinstance(result, dict):
+        return GpuOutcome(Verdict.RUNTIME_ERROR, f"the GPU runner gave no result (exit {proc.returncode}):\n{proc.tail()}")
+    return outcome_from_runner(result, device, list(settings.seeds), reference)
 
 
 # -- KernelBench-style Python -----------------------------------------------------------------
@@ -197,7 +187,10 @@ def runner_isolation(extensions_dir: str, toolkit: tuple[str, ...] = ()) -> Isol
     from autocomp.backends.cuda.gpu import device_nodes
 
     sysfs = tuple(p for p in ("/sys/bus/pci", "/sys/devices", "/sys/module/nvidia") if device_nodes() and os.path.exists(p))
-    return Isolation(readable=python_view() + torch_view() + tuple(toolkit) + sysfs, writable=(extensions_dir,),
+    driver = tuple(d for d in driver_env().get("LD_LIBRARY_PATH", "").split(os.pathsep) if d)
+    overlay = tuple(p for p in import_env().get("PYTHONPATH", "").split(os.pathsep) if p)
+    return Isolation(readable=python_view() + torch_view() + tuple(toolkit) + sysfs + driver + overlay,
+                     writable=(extensions_dir,),
                      proc=True, devices=device_nodes())
 
 
@@ -207,6 +200,7 @@ async def run_python(reference_file: str, candidate_file: str, settings: GpuSett
     """Run :mod:`gpu_runner` (the timer) in the sandbox; its verdict comes back on the
     result channel only (descriptor 3), which no candidate process holds."""
     tmp = tempfile.mkdtemp(prefix="autocomp-kb-gpu-")
+    Path(extensions_dir).mkdir(parents=True, exist_ok=True)
     try:
         Path(tmp, "reference.py").write_text(reference_file)
         Path(tmp, "candidate.py").write_text(reference_file if reference_only else candidate_file)
@@ -218,7 +212,11 @@ async def run_python(reference_file: str, candidate_file: str, settings: GpuSett
         Path(tmp, "spec.json").write_text(json.dumps(spec))
         argv = [sys.executable, "-m", "autocomp.backends.cuda.gpu_runner", "spec.json"]
         env = {"TORCH_EXTENSIONS_DIR": extensions_dir, "PYTHONDONTWRITEBYTECODE": "1",
-               "MAX_JOBS": str(max(1, (os.cpu_count() or 2) // 2))}
+               "MAX_JOBS": str(max(1, (os.cpu_count() or 2) // 2)), **driver_env(), **import_env()}
+        ninja = shutil.which("ninja") or shutil.which("ninja", path=os.path.join(sys.prefix, "bin"))
+        if ninja:  # load_inline builds with ninja, found on PATH (often the venv's bin, not /usr/bin)
+            env["PATH"] = os.pathsep.join((os.path.dirname(ninja), "/usr/local/bin", "/usr/bin", "/bin"))
+            toolkit = (*toolkit, os.path.dirname(os.path.realpath(ninja)), os.path.dirname(ninja))
         cuda_home = next((t for t in toolkit if os.path.isdir(os.path.join(t, "nvvm"))), "")
         if cuda_home:
             env["CUDA_HOME"] = cuda_home
@@ -228,19 +226,13 @@ async def run_python(reference_file: str, candidate_file: str, settings: GpuSett
                                      max_processes=512)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    if proc.timed_out:
-        return GpuOutcome(Verdict.TIMEOUT, f"build + check + timing did not finish within {settings.timeout:.0f} s")
-    try:
-        result = json.loads(proc.channel.decode("utf-8")) if proc.channel else None
-    except ValueError:
-        result = None
-    if not isinstance(result, dict):
-        return GpuOutcome(Verdict.RUNTIME_ERROR, f"the GPU runner gave no result (exit {proc.returncode}):\n{proc.tail()}")
-    return outcome_from_runner(result, device, list(settings.seeds))
+    return _runner_outcome(proc, device, "PyTorch reference (Model)", settings)
 
 
-def outcome_from_runner(result: dict, device: str, seeds: list[int]) -> GpuOutcome:
-    """Map the runner's JSON verdict to an outcome (kept separate so it is testable)."""
+def outcome_from_runner(result: dict, device: str, seeds: list[int],
+                        reference: str = "PyTorch reference (Model)") -> GpuOutcome:
+    """Map a runner's JSON verdict (either runner) to an outcome (kept separate so it is
+    testable)."""
     stage = result.get("stage")
     device = result.get("device") and _short(result["device"]) or device
     if stage == "build":
@@ -252,21 +244,18 @@ def outcome_from_runner(result: dict, device: str, seeds: list[int]) -> GpuOutco
     if not result.get("correct"):
         return GpuOutcome(Verdict.INCORRECT, result.get("reason", "outputs differ from the reference"))
     checks = int(result.get("checks", len(seeds)))
+    counted = bool(result.get("kernels_counted", True))
     if "cand_ms" not in result:
-        return GpuOutcome(Verdict.CORRECT, f"correct on {checks} fresh random inputs")
-    if "overhead_ms" in result:
-        metrics = runner_metrics(result, device)
-        text = (f"correct on {checks} fresh random inputs and on every timed trial (each with fresh inputs; max abs diff "
-                f"{float(result.get('max_abs_diff', 0.0)):.3g}); median {metrics['ms'].value:.4f} ms over "
-                f"{int(metrics['trials'].value)} trials; PyTorch reference (Model): {metrics['reference_ms'].value:.4f} ms "
-                f"({metrics['reference_ms'].value / max(metrics['ms'].value, 1e-9):.2f}x). Timed by the runner's own clock, "
-                f"transfers of {result['overhead_ms']:.4f} ms subtracted; the candidate ran in its own process.")
-        if result.get("kernels"):
-            text += "\nkernels launched: " + ", ".join(result["kernels"][:6])
-        return GpuOutcome(Verdict.CORRECT, text, metrics)
-    metrics = timing_metrics(result["ref_ms"], result["cand_ms"], device)
-    text = _timing_text(seeds, float(result.get("max_abs_diff", 0.0)), metrics, "PyTorch reference (Model)")
-    return GpuOutcome(Verdict.CORRECT, text, metrics)
+        return GpuOutcome(Verdict.CORRECT, f"correct on {checks} fresh random inputs", kernels_counted=counted)
+    metrics = runner_metrics(result, device)
+    text = (f"correct on {checks} fresh random inputs and on every timed trial (each with fresh inputs; max abs diff "
+            f"{float(result.get('max_abs_diff', 0.0)):.3g}); median {metrics['ms'].value:.4f} ms over "
+            f"{int(metrics['trials'].value)} trials; {reference}: {metrics['reference_ms'].value:.4f} ms "
+            f"({metrics['reference_ms'].value / max(metrics['ms'].value, 1e-9):.2f}x). Timed by the runner's own clock, "
+            f"transfers of {result['overhead_ms']:.4f} ms subtracted; the candidate ran in its own process.")
+    if result.get("kernels"):
+        text += "\nkernels launched: " + ", ".join(result["kernels"][:6])
+    return GpuOutcome(Verdict.CORRECT, text, metrics, kernels_counted=counted)
 
 
 def _short(name: str) -> str:

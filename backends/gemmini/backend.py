@@ -73,7 +73,7 @@ DEFAULTS: dict[str, Any] = {
     "compile_timeout": 60.0,
     "run_timeout": 60.0,
     "max_instructions": 200_000_000,  # the measured call; the harness gets its own allowance
-    "host_dcache": False,  # model the host's L1 data cache (timing_params.h); off by default
+    "host_dcache": True,  # model the host's L1 data cache (timing_params.h); false: loads pay only their load-use bubble
     "keep_builds": False,
 }
 
@@ -126,7 +126,7 @@ class GemminiBackend(Backend):
     file_suffixes = (".c", ".h")
     primary_metric = "cycles"
     lower_is_better = True
-    evaluator_version = "3"
+    evaluator_version = "4"
 
     def __init__(self, settings: dict[str, Any] | None = None) -> None:
         super().__init__(settings)
@@ -158,6 +158,13 @@ class GemminiBackend(Backend):
         """Also covers the model, headers and harness sources: editing any of them changes
         cycle counts or verdicts, so cached evaluations must not be reused."""
         return f"{super().cache_identity()}:{_sources_digest()}"
+
+    def headroom(self, problem: Problem, evaluation: Evaluation) -> str:
+        """Compute and data floors of the problem against this version's cycles (see
+        :mod:`.headroom`)."""
+        from .headroom import headroom
+
+        return headroom(problem, evaluation)
 
     # -- finding kernels -------------------------------------------------------------
     def detect(self, path: str, text: str) -> list[KernelSpan]:

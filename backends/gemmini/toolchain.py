@@ -57,7 +57,7 @@ LDFLAGS = [
     "-Wl,--defsym=__ram_size=0x20000000",
     "-lm",
 ]
-EXT_CXXFLAGS = ["-O2", "-fPIC", "-shared", "-std=c++20", "-D_GLIBCXX_USE_CXX11_ABI=0", "-fwrapv"]
+EXT_CXXFLAGS = ["-O3", "-fPIC", "-shared", "-std=c++20", "-D_GLIBCXX_USE_CXX11_ABI=0", "-fwrapv"]
 
 INSTALL_HINT = (
     "install with: sudo apt-get install gcc-riscv64-unknown-elf picolibc-riscv64-unknown-elf "

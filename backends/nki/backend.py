@@ -99,6 +99,12 @@ class NkiBackend(Backend):
             self._neuron = NeuronTools()
         return self._neuron
 
+    def headroom(self, problem: Problem, evaluation: Evaluation) -> str:
+        """The engine-bound floor of the estimate (see :mod:`.headroom`)."""
+        from autocomp.backends.nki.headroom import headroom
+
+        return headroom(evaluation)
+
     def tier(self) -> TierInfo:
         if self._use_neuron():
             from autocomp.backends.nki.neuron import has_device

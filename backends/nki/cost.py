@@ -124,6 +124,55 @@ def instr_cost(ins: Instr, p: dict[str, float], last_func: list[str | None]) -> 
     return max(p["vector_min_ii"], ins.free * p["vector_cycles_per_element"]) + p["instr_overhead_cycles"]
 
 
+_FUSIBLE = ("vector", "scalar", "gpsimd")
+
+
+def vectorized_groups(trace: list[Instr], max_trip: int) -> dict[int, int]:
+    """The compiler's loop vectorization (NKI docs, ``nl.affine_range``: it "allows Neuron
+    compiler to perform additional loop-level optimizations, such as loop vectorization"):
+    the iterations of an innermost ``affine_range`` loop of at most ``max_trip`` iterations
+    whose bodies issue the same compute instructions (same op, engine and shape, in the same
+    order) run as one instruction per body position, ``trip`` times as wide. Returns, for the
+    first instance of each fused instruction, the trip count it stands for; the other
+    instances are folded into it (index -> 0). One pass over the trace."""
+    if max_trip < 2:
+        return {}
+    loops: dict[int, list[list[int]]] = {}
+    trips: dict[int, int] = {}
+    outer: set[int] = set()  # loops with a loop inside: not straight-line bodies
+    for idx, ins in enumerate(trace):
+        loop = ins.info.get("loop")
+        if not loop or len(loop) != 5:
+            continue
+        outer.add(int(loop[3]))
+        if ins.engine not in _FUSIBLE or not loop[4]:
+            continue
+        uid, trip, it = int(loop[0]), int(loop[1]), int(loop[2])
+        if trip < 2 or trip > max_trip or not 0 <= it < trip:
+            continue
+        body = loops.get(uid)
+        if body is None:
+            body = loops[uid] = [[] for _ in range(trip)]
+            trips[uid] = trip
+        body[it].append(idx)
+    fused: dict[int, int] = {}
+    for uid, body in loops.items():
+        if uid in outer:
+            continue
+        sig = [(trace[i].op, trace[i].engine, trace[i].partitions, trace[i].free, trace[i].dtype_bytes) for i in body[0]]
+        if not sig or any(len(b) != len(sig) for b in body):
+            continue
+        if any((trace[i].op, trace[i].engine, trace[i].partitions, trace[i].free, trace[i].dtype_bytes) != sig[k]
+               for b in body[1:] for k, i in enumerate(b)):
+            continue
+        for k in range(len(sig)):
+            first = min(b[k] for b in body)
+            for b in body:
+                fused[b[k]] = 0
+            fused[first] = trips[uid]
+    return fused
+
+
 def _table_free(a: str, b: str) -> bool:
     """Functions that need no table (copy/identity) never force a reload."""
     return a in ("copy", "identity") or b in ("copy", "identity")
@@ -169,8 +218,16 @@ def estimate(trace: list[Instr], params: dict[str, float] | None = None,
     per_line: dict[tuple[int, str, str], list[float]] = {}
     last_func: list[str | None] = [None]
     finish = 0.0
-    for ins in trace:
-        occ = instr_cost(ins, p, last_func)
+    fused = vectorized_groups(trace, int(p.get("vectorize_max_trip", 0)))
+    for idx, ins in enumerate(trace):
+        width = fused.get(idx)
+        if width is None:
+            occ = instr_cost(ins, p, last_func)
+        elif width:  # one instruction for the whole vectorized loop
+            occ = instr_cost(Instr(ins.op, ins.engine, ins.line, ins.partitions, ins.free * width, ins.dtype_bytes,
+                                   info=ins.info), p, last_func)
+        else:  # folded into the first instance
+            occ = 0.0
         # Compute engines run their streams in order; DMAs are gated only by data and bandwidth.
         ready = engine_free[ins.engine] if ins.engine != "dma" else 0.0
         for a, *box in ins.reads:  # read after write

@@ -33,7 +33,7 @@ from autocomp.backends.nki.interp.errors import NkiError
 _UFUNCS = frozenset(set(isa.BINARY) | set(isa.UNARY) | {"sum", "max", "min", "prod", "amax", "amin", "mean",
                                                         "true_divide", "power", "exp", "tanh", "sqrt", "log"})
 _BINARY = frozenset({"add", "subtract", "multiply", "divide", "power"})
-_METHODS = frozenset({"reshape", "view", "broadcast_to"})
+_METHODS = frozenset({"reshape", "view", "broadcast_to", "ap"})
 _BUFFERS = {"sbuf": language.sbuf, "psum": language.psum, "hbm": language.hbm, "shared_hbm": language.shared_hbm,
             "private_hbm": language.private_hbm}
 MAX_INDEX_ELEMENTS = 1 << 22
@@ -203,6 +203,10 @@ class KernelProcess:
             sync = bool(msg.get("sync"))
             line = msg.get("line")
             STATE.remote_line = int(line) if isinstance(line, int) and line > 0 else None
+            loop = msg.get("loop")
+            STATE.remote_loop = ([int(v) for v in loop] if isinstance(loop, list) and len(loop) == 5
+                                 and all(isinstance(v, int) and -1 <= v < 1 << 40 for v in loop)
+                                 and 0 <= loop[2] < loop[1] and loop[0] >= 0 and loop[4] in (0, 1) else False)
             reply: dict[str, Any] | None = None
             try:
                 if self.failure is not None:
@@ -231,6 +235,7 @@ class KernelProcess:
                 reply = {"error": {"message": message}}
             finally:
                 STATE.remote_line = None
+                STATE.remote_loop = None
             if sync:
                 self._send(reply if reply is not None else {"ok": None})
 
@@ -325,7 +330,7 @@ class KernelProcess:
         if isinstance(x, language._Range):
             r = x.values
             backwards = x.kind == "affine_range" and STATE.reverse_affine
-            return {"R": [r.start, r.stop, r.step, backwards]}
+            return {"R": [r.start, r.stop, r.step, backwards, x.kind == "affine_range"]}
         if isinstance(x, np.ndarray):
             return {"nd": x.ravel().tolist(), "shape": list(x.shape), "dtype": str(x.dtype)}
         if isinstance(x, np.dtype):

@@ -21,6 +21,7 @@ by :func:`encode` (tensors travel as handles).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import sys
@@ -53,6 +54,8 @@ class Conn:
         self.kernel_file = ""
         self.free: list[int] = []
         self.next_handle = 1
+        self.loops: list[list[Any]] = []  # the loops this side iterates (core.iterate_loop)
+        self.loop_ids = itertools.count()
 
     def send(self, msg: dict[str, Any], flush: bool = False) -> None:
         if self.free:
@@ -76,9 +79,15 @@ class Conn:
             frame = frame.f_back
         return 0
 
+    def _loop(self, msg: dict[str, Any]) -> None:
+        if self.loops:
+            f = self.loops[-1]
+            msg["loop"] = [f[0], f[1], f[2], f[4], int(f[3])]
+
     def post(self, msg: dict[str, Any], result: bool = True) -> "TensorRef | None":
         """Send without waiting; the result (when there is one) is a new handle."""
         msg["line"] = self.line()
+        self._loop(msg)
         ref = None
         if result:
             ref = TensorRef(self.next_handle)
@@ -89,6 +98,7 @@ class Conn:
 
     def request(self, msg: dict[str, Any]) -> Any:
         msg["line"] = self.line()
+        self._loop(msg)
         msg["sync"] = 1
         self.send(msg)
         reply = self.recv()
@@ -164,6 +174,9 @@ class TensorRef:
     def broadcast_to(self, *args: Any, **kw: Any) -> Any:
         return self._method("broadcast_to", *args, **kw)
 
+    def ap(self, *args: Any, **kw: Any) -> Any:
+        return self._method("ap", *args, **kw)
+
     def _bin(self, name: str, a: Any, b: Any) -> Any:
         return CONN.post({"op": "binary", "name": name, "a": encode(a), "b": encode(b)})
 
@@ -196,15 +209,16 @@ class RangeValues:
     """A loop range's values in the order the interpreter chose (reversed affine_range in the
     reorder check): iterable and sized, like the interpreter's own range, nothing more."""
 
-    __slots__ = ("_v",)
+    __slots__ = ("_v", "_affine")
 
     def __init__(self, spec: list[Any]) -> None:
-        start, stop, step, backwards = spec
+        start, stop, step, backwards = spec[:4]
         r = range(int(start), int(stop), int(step))
         self._v = r[::-1] if backwards else r
+        self._affine = bool(spec[4]) if len(spec) > 4 else False
 
     def __iter__(self):
-        return iter(self._v)
+        return core.iterate_loop(self._v, len(self._v), self._affine, CONN.loops, CONN.loop_ids)
 
     def __len__(self) -> int:
         return len(self._v)
@@ -261,7 +275,7 @@ def _module(name: str, attrs: dict[str, Any]) -> types.ModuleType:
 
 
 def build_modules(style: str) -> dict[str, types.ModuleType]:
-    from autocomp.backends.nki.interp.install import _isa_attrs, _language_attrs
+    from autocomp.backends.nki.interp.install import _isa_attrs, _language_attrs, annotation_modules
 
     lang: dict[str, Any] = {}
     for name, value in _language_attrs(style).items():
@@ -299,7 +313,7 @@ def build_modules(style: str) -> dict[str, types.ModuleType]:
     tn.__path__ = []
     return {"neuronxcc": root, "neuronxcc.nki": nki_mod, "neuronxcc.nki.language": lmod, "neuronxcc.nki.isa": imod,
             "neuronxcc.nki.typing": typing_mod, "neuronxcc.nki.compiler": cmod, "torch_neuronx": tn, "torch_neuronx.xla_impl": xla,
-            "torch_neuronx.xla_impl.ops": ops}
+            "torch_neuronx.xla_impl.ops": ops, **annotation_modules(lmod, cmod, TensorRef)}
 
 
 # ---------------------------------------------------------------------------- values
@@ -439,6 +453,8 @@ def serve(req_fd: int, rep_fd: int) -> int:
             except BaseException as exc:  # noqa: BLE001 - everything is reported
                 conn.send(_fail(exc, path, "load"), flush=True)
         elif kind == "run":
+            conn.loops.clear()
+            conn.loop_ids = itertools.count()  # numbered per run, as the interpreter does
             try:
                 args = [decode(a) for a in cmd["args"]]
                 kwargs = {k: decode(v) for k, v in cmd.get("kwargs", {}).items()}

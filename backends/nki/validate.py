@@ -40,12 +40,12 @@ SAFE_BUILTINS = frozenset({
 # Exception classes a kernel may raise (``raise ValueError("shape")``), only in ``raise``.
 RAISABLE = frozenset({"ValueError", "AssertionError", "NotImplementedError", "TypeError", "RuntimeError"})
 # Attributes of values (tiles, tensors, dtypes, index grids) a kernel may read.
-VALUE_ATTRS = frozenset({"shape", "dtype", "ndim", "buffer", "itemsize", "reshape", "view", "broadcast_to", "p", "x", "y", "z",
+VALUE_ATTRS = frozenset({"shape", "dtype", "ndim", "buffer", "itemsize", "reshape", "view", "broadcast_to", "ap", "p", "x", "y", "z",
                          "min", "max", "bits"})
 # Host NumPy constructors allowed only as the value of nl.shared_constant (a trace-time
 # constant such as an identity matrix).
 CONSTANT_MAKERS = frozenset({"identity", "eye", "tri", "ones", "zeros", "full", "arange"})
-VALUE_METHODS = frozenset({"reshape", "view", "broadcast_to"})
+VALUE_METHODS = frozenset({"reshape", "view", "broadcast_to", "ap"})
 # Decorators that mark a kernel (all run the kernel as written).
 JIT_NAMES = frozenset({"jit", "baremetal", "benchmark", "profile", "trace", "nki_jit"})
 NUMPY_DTYPES = frozenset({

@@ -6,6 +6,7 @@
 # Gemmini timing model, the prompts in prompts/gemmini/ or the engine's prompt templates,
 # run this once and commit the new *.session.jsonl files. It runs the real engine and the
 # real evaluator against the loopback fake LLM serving the scripted replies.
+# scripts/record_sessions.sh runs this and re-records every other session too.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 for example in gemm_64 gemm_512 conv; do

@@ -1,10 +1,10 @@
 """Putting a candidate into the buffer, through ``workspace/applyEdit`` only.
 
-The user's text is sacred (DESIGN principle 7): the edit replaces exactly the lines of the
-kernel as it was when the job started, and only if that text is still in the buffer —
-where it was, or (after edits above or below it) wherever it moved to. If the user edited
-the kernel itself, nothing is touched: the candidate is offered as a code action and a
-message instead. The edit carries the document version, so a client holding newer text
+The user's text is sacred (DESIGN principle 7): where the candidate goes is decided by the
+one re-anchoring rule (:mod:`autocomp.anchor`, shared with the CLI's ``--write``): the
+kernel's old lines, else where that exact text moved to, else (the user edited inside the
+kernel) a line-based merge that keeps the user's edit; when the edit and the candidate touch
+the same lines nothing is touched and the message says which lines collide. The edit carries the document version, so a client holding newer text
 refuses it rather than overwriting a keystroke; one edit, so the editor's undo reverts it.
 """
 
@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from lsprotocol import types as lsp
 
 from autocomp import events as ev
+from autocomp.anchor import Conflict, find_moved, place
 from autocomp.model import Verdict
 from autocomp.server import render
 from autocomp.server.features import diagnostics
@@ -34,30 +35,12 @@ class Anchor:
 
 
 def locate(text: str, original: str, start: int, end: int) -> Anchor | None:
-    """Find the original kernel text in ``text``: at its old lines, else re-anchored at
-    the whole-line occurrence nearest its old place; None if the user changed it."""
-    lines = text.splitlines(keepends=True)
-    if "".join(lines[start:end]) == original:
-        return Anchor(start, end)
-    if not original:
+    """Rules 1–2 of the one re-anchoring rule (:mod:`autocomp.anchor`): the original
+    kernel at its old lines, else at the whole-line occurrence nearest its old place."""
+    at = find_moved(text, original, start)
+    if at is None:
         return None
-    n = original.count("\n") + (0 if original.endswith("\n") else 1)
-    starts: list[int] = []
-    offset = 0
-    line_starts = []
-    for line in lines:
-        line_starts.append(offset)
-        offset += len(line)
-    wanted = set(line_starts)
-    pos = text.find(original)
-    while pos != -1:
-        if pos in wanted:
-            starts.append(line_starts.index(pos))
-        pos = text.find(original, pos + 1)
-    if not starts:
-        return None
-    best = min(starts, key=lambda s: abs(s - start))
-    return Anchor(best, best + n)
+    return Anchor(at, at + len(original.splitlines(keepends=True)))
 
 
 def _utf16_len(s: str) -> int:
@@ -81,21 +64,32 @@ def edit_for(text: str, anchor: Anchor, new_code: str) -> lsp.TextEdit:
     return lsp.TextEdit(range=lsp.Range(start=lsp.Position(line=anchor.start, character=0), end=end), new_text=new_code)
 
 
-async def apply_candidate(ls: AutocompServer, job: Job, info: CandidateInfo) -> tuple[bool, str]:
+async def apply_candidate(ls: AutocompServer, job: Job, info: CandidateInfo, merge: bool = True) -> tuple[bool, str]:
     """Send the edit for ``info``; (applied, message). Retries once if the client refused
-    because the document moved on between our read and its apply."""
+    because the document moved on between our read and its apply. ``merge=False`` (the
+    automatic apply) writes only the exact code that was evaluated: never a merge with the
+    user's own edits inside the kernel."""
     for _attempt in range(2):
         current = ls.document_text(job.uri)
         if current is None:
             return False, f"{job.uri} is not open; open it and apply the candidate again"
         text, version = current
-        anchor = locate(text, job.original_code, job.start_line, job.end_line)
-        if anchor is None:
-            return False, (
-                f"the kernel {job.kernel} was edited while Autocomp was optimizing it, so the buffer was not "
-                f"touched; use the code action 'Apply this candidate' to replace it anyway"
+        current_kernel = next((k for k in ls.kernels(job.uri) if k.name == job.kernel), None) if merge else None
+        try:
+            placement = place(
+                text, job.original_code, job.start_line, info.candidate.code,
+                current=(current_kernel.span.start_line, current_kernel.span.end_line) if current_kernel else None,
+                name=f"the kernel {job.kernel}",
             )
-        edit = edit_for(text, anchor, info.candidate.code)
+        except Conflict as exc:
+            if not merge:
+                return False, (
+                    f"the kernel {job.kernel} was edited while Autocomp was optimizing it, so the buffer was not "
+                    f"touched; use the code action 'Apply this candidate' to merge it with your edit"
+                )
+            return False, f"{exc}, so the buffer was not touched; undo or reconcile your edit and apply again"
+        anchor = Anchor(placement.start, placement.end)
+        edit = edit_for(text, anchor, placement.text)
         if ls.supports_document_changes:
             workspace_edit = lsp.WorkspaceEdit(
                 document_changes=[
@@ -118,7 +112,7 @@ async def apply_candidate(ls: AutocompServer, job: Job, info: CandidateInfo) -> 
             job.original_code = edit.new_text
             job.start_line = anchor.start
             job.end_line = anchor.start + edit.new_text.count("\n") + (0 if edit.new_text.endswith("\n") else 1)
-            return True, "applied"
+            return True, "merged with your edit (the merged kernel was not evaluated; save to measure it)" if placement.merged else "applied"
         reason = (result.failure_reason if result is not None else None) or "refused by the editor"
         log.info("applyEdit refused (%s); retrying once", reason)
     return False, f"the editor refused the edit ({reason})"
@@ -173,10 +167,10 @@ async def finish(ls: AutocompServer, job: Job, event: ev.RunFinished) -> None:
     if event.reason == "cancelled":
         ls.show(f"Autocomp: stopped; best so far for {job.kernel} is {render.fmt_speedup(best.speedup)}. {offer}")
         return
-    if not ls.settings.auto_apply:
-        ls.show(f"Autocomp: found {render.fmt_speedup(best.speedup)} for {job.kernel} (autocomp.autoApply is off). {offer}")
+    if ls.settings.auto_apply != "always":  # "preview" / "never": nothing changes until the user accepts
+        ls.show(f"Autocomp: found {render.fmt_speedup(best.speedup)} for {job.kernel} (autocomp.autoApply is {ls.settings.auto_apply!r}). {offer}")
         return
-    applied, message = await apply_candidate(ls, job, best)
+    applied, message = await apply_candidate(ls, job, best, merge=False)
     if applied:
         _after_apply(ls, job, best)
         diagnostics.publish(ls, job.uri)
@@ -200,7 +194,10 @@ async def apply_command(ls: AutocompServer, job: Job, info: CandidateInfo) -> di
     diagnostics.publish(ls, job.uri)
     ls.notify_status(job.status())
     ls.refresh_lenses()
+    merged = message.startswith("merged")
     message = _applied_message(job, info)
+    if merged:
+        message += " It was merged with your own edit of the kernel; the merged kernel was not evaluated (save to measure it)."
     if verdict is not Verdict.CORRECT or not job.confirmed:
         message += f" Note: correctness/speed here rest on '{job.tier or verdict.value}', not a confirming evaluator."
     ls.show(message)

@@ -7,7 +7,6 @@ crash and never a pop-up storm.
 
 from __future__ import annotations
 
-import difflib
 import logging
 import os
 import tempfile
@@ -16,6 +15,7 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 
+from autocomp.run import unified_diff
 from autocomp.server import render
 from autocomp.server.features import apply, optimize_action
 from autocomp.server.jobs import CandidateInfo, Job
@@ -70,14 +70,7 @@ def _diff(job: Job, info: CandidateInfo) -> dict[str, Any]:
     original = job.baseline.candidate.code if job.baseline else job.original_code
     candidate = info.candidate.code
     title = f"{job.kernel}: {info.candidate.plan_summary()[:60]} ({render.fmt_speedup(info.speedup)})"
-    unified = "".join(
-        difflib.unified_diff(
-            original.splitlines(keepends=True),
-            candidate.splitlines(keepends=True),
-            fromfile=f"{job.kernel} (original)",
-            tofile=f"{job.kernel} ({info.candidate.id})",
-        )
-    )
+    unified = unified_diff(original, candidate, f"{job.kernel} (original)", f"{job.kernel} ({info.candidate.id})")
     return {"title": title, "original": original, "candidate": candidate, "unifiedDiff": unified}
 
 

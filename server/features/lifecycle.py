@@ -15,10 +15,41 @@ from autocomp.server.server import AutocompServer
 log = logging.getLogger(__name__)
 
 
+def workspace_roots(params: lsp.InitializeParams) -> list[str]:
+    from autocomp.server.documents import uri_to_path
+
+    roots = [uri_to_path(f.uri) for f in (params.workspace_folders or [])]
+    if not roots and params.root_uri:
+        roots = [uri_to_path(params.root_uri)]
+    if not roots and params.root_path:
+        roots = [params.root_path]
+    return roots
+
+
+def load_workspace_config(ls: AutocompServer, params: lsp.InitializeParams) -> None:
+    """Settings from ``autocomp.toml`` at a workspace folder's root (autocomp.schema), the
+    same file and keys the CLI reads; a bad file is reported once, never fatal."""
+    import os
+
+    from autocomp.schema import CONFIG_FILE, SettingError, read_config_file
+
+    for root in workspace_roots(params):
+        path = os.path.join(root, CONFIG_FILE)
+        if not os.path.isfile(path):
+            continue
+        try:
+            section = read_config_file(path)
+        except SettingError as exc:
+            ls.report_once(f"Autocomp: {exc}", lsp.MessageType.Warning)
+            continue
+        ls.update_settings({"autocomp": section})
+
+
 def register(server: AutocompServer) -> None:
     @server.feature(lsp.INITIALIZE)
     def initialize(ls: AutocompServer, params: lsp.InitializeParams) -> None:
         ls.client_name = params.client_info.name if params.client_info else ""
+        load_workspace_config(ls, params)  # workspace autocomp.toml first; the client's settings on top
         if params.initialization_options is not None:
             ls.update_settings(params.initialization_options)
 

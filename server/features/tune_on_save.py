@@ -13,7 +13,7 @@ import logging
 
 from lsprotocol import types as lsp
 
-from autocomp.model import Verdict, speedup
+from autocomp.model import Verdict
 from autocomp.server import render
 from autocomp.server.documents import DetectedKernel, uri_to_path
 from autocomp.server.features import optimize_action
@@ -24,8 +24,9 @@ log = logging.getLogger(__name__)
 
 
 async def measure_edit(ls: AutocompServer, uri: str, kernel: DetectedKernel, before: str, new_code: str) -> None:
-    """Evaluate the saved-before kernel and the edited one against the saved-before text."""
-    from autocomp.evaluator import Evaluator
+    """Compare the edited kernel with the saved-before one (the oracle), through the
+    engine's front door (:func:`autocomp.run.compare`)."""
+    from autocomp.run import compare
 
     key = (uri, kernel.name)
     ls.edit_notes[key] = "your edit: measuring…"
@@ -36,27 +37,26 @@ async def measure_edit(ls: AutocompServer, uri: str, kernel: DetectedKernel, bef
         problem = backend.make_problem(uri_to_path(uri), before, function=kernel.name)
         store = ls.store()
 
-        async def evaluate() -> list:
-            return await Evaluator(backend, store).evaluate(problem, [problem.code, new_code])
+        async def evaluate():
+            return await compare(backend, problem, new_code, store)
 
-        old_eval, new_eval = await run_in_thread(evaluate, f"autocomp measure {kernel.name}")
+        result = await run_in_thread(evaluate, f"autocomp measure {kernel.name}")
     except Exception as exc:  # the note says what went wrong; the server carries on
         log.info("tune on save failed for %s: %s", kernel.name, exc)
         ls.edit_notes[key] = f"your edit: not measured ({exc})"[:160]
         ls.refresh_lenses()
         return
-    old_metric = render.primary(_as_candidate(old_eval), backend.primary_metric)
-    new_metric = render.primary(_as_candidate(new_eval), backend.primary_metric)
+    new_eval = result.candidate
+    new_metric = render.primary(_as_candidate(new_eval), result.primary_metric)
     if new_eval.verdict is not Verdict.CORRECT and new_eval.verdict is not Verdict.UNVERIFIED:
         note = f"your edit: {new_eval.verdict.value} vs before"
         if new_eval.verdict is Verdict.INCORRECT:
             note = "your edit: output differs from before"
     else:
-        ratio = speedup(old_metric, new_metric, backend.lower_is_better)
-        if ratio is None or new_metric is None:
+        if result.speedup is None or new_metric is None:
             note = "your edit: not comparable"
         else:  # the source says whether this is a measurement or an estimate
-            note = f"your edit: {render.fmt_speedup(ratio)} vs before ({new_metric.unit}, {new_metric.source})"
+            note = f"your edit: {render.fmt_speedup(result.speedup)} vs before ({new_metric.unit}, {new_metric.source})"
         if new_metric is not None:
             ls.measurements[key] = new_metric
     ls.edit_notes[key] = note

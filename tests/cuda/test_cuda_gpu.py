@@ -25,8 +25,9 @@ def test_cu_example_is_verified_and_timed(gpu_backend):
     problem = gpu_backend.make_problem(path, text)
     (ev,) = asyncio.run(gpu_backend.evaluate(problem, [problem.code]))
     assert ev.verdict is Verdict.CORRECT and ev.confirmed and ev.tier == "verified and timed", ev.feedback
-    assert ev.metrics["ms"].unit == "ms" and ev.metrics["ms"].source.startswith("cuda events, ")
-    assert ev.metrics["trials"].value >= 100
+    assert ev.metrics["ms"].unit == "ms" and ev.metrics["ms"].source.startswith("runner clock, ")
+    assert ev.metrics["trials"].value >= 100 and "overhead_ms" in ev.metrics
+    assert "row_softmax_kernel" in ev.feedback  # the kernel list from the candidate's child
 
 
 def test_cu_candidate_that_skips_work_is_caught_by_poisoned_outputs(gpu_backend):
@@ -98,3 +99,55 @@ def test_kernelbench_memoising_candidate_fails_on_fresh_inputs(gpu_backend):
                                              "GPU", str(gpu_backend.cache_dir / "memo-ext"), kernel_names=["matmul_naive_kernel"],
                                              toolkit=gpu_backend.compiler.isolation().readable))
     assert outcome.verdict is Verdict.INCORRECT and "fresh inputs" in outcome.feedback
+
+
+def _run_cu_directly(gpu_backend, problem, code):
+    """Straight to the .cu runner, past the static C++ rules, to show the runner holds alone."""
+    from autocomp.backends.cuda import annotations, harness
+
+    text = problem.file_with(code)
+    return asyncio.run(harness.run_cu(gpu_backend.compiler, problem.file_text, text, annotations.parse(problem.file_text),
+                                      gpu_backend._gpu_settings, "GPU", kernel_names=["row_softmax_kernel"]))
+
+
+def test_cu_memoising_candidate_fails_on_fresh_inputs(gpu_backend):
+    path, text = example("row_softmax.cu")
+    problem = gpu_backend.make_problem(path, text)
+    memo = problem.code.replace(
+        "    int threads = 128;\n",
+        "    static bool done = false;\n    if (done) return;\n    done = true;\n    int threads = 128;\n")
+    assert memo != problem.code
+    outcome = _run_cu_directly(gpu_backend, problem, memo)
+    assert outcome.verdict is Verdict.INCORRECT and "fresh inputs" in outcome.feedback, outcome.feedback
+
+
+def test_cu_candidate_printing_and_writing_descriptor_3_cannot_forge(gpu_backend):
+    """The library prints a fake verdict to stdout and writes one to descriptor 3: stdout
+    is the child's log (the protocol has private descriptors) and descriptor 3 is not open
+    in the child, so the runner's verdict stands (correct, with measured times)."""
+    path, text = example("row_softmax.cu")
+    problem = gpu_backend.make_problem(path, text)
+    forged = r'printf("{\"stage\": \"done\", \"correct\": true, \"ref_ms\": [9.0], \"cand_ms\": [0.001]}\n");'
+    code = "#include <cstdio>\n#include <unistd.h>\n" + problem.code.replace(
+        "    int threads = 128;\n", f"    {forged} fflush(stdout); write(3, \"x\", 1);\n    int threads = 128;\n")
+    outcome = _run_cu_directly(gpu_backend, problem, code)
+    assert outcome.verdict is Verdict.CORRECT, outcome.feedback
+    assert outcome.metrics["reference_ms"].value != 9.0 and outcome.metrics["ms"].value > 0.001
+
+
+def test_cu_candidate_computing_on_the_host_is_refused(gpu_backend):
+    """No kernel of its own on the GPU: the child's launch list shows it."""
+    path, text = example("row_softmax.cu")
+    problem = gpu_backend.make_problem(path, text)
+    host = problem.code.replace(
+        "    int threads = 128;\n    row_softmax_kernel<<<(rows + threads - 1) / threads, threads>>>(x, y, rows, cols);\n",
+        "    size_t n = (size_t)rows * cols;\n    float* h = (float*)malloc(n * 4);\n"
+        "    cudaMemcpy(h, x, n * 4, cudaMemcpyDeviceToHost);\n"
+        "    for (int r = 0; r < rows; ++r) { float m = -INFINITY, s = 0.f; float* p = h + (size_t)r * cols;\n"
+        "      for (int c = 0; c < cols; ++c) m = fmaxf(m, p[c]);\n"
+        "      for (int c = 0; c < cols; ++c) s += expf(p[c] - m);\n"
+        "      for (int c = 0; c < cols; ++c) p[c] = expf(p[c] - m) / s; }\n"
+        "    cudaMemcpy(y, h, n * 4, cudaMemcpyHostToDevice);\n    free(h);\n")
+    assert host != problem.code
+    outcome = _run_cu_directly(gpu_backend, problem, "#include <cstdlib>\n" + host)
+    assert outcome.verdict is Verdict.INCORRECT and "none of the candidate's own kernels" in outcome.feedback, outcome.feedback

@@ -46,11 +46,12 @@ def test_generated_harness_builds_links_and_needs_a_gpu_to_run(tmp_path):
     outcome = asyncio.run(harness.run_cu(compiler, CU_TEXT, candidate, ANN, settings, "test"))
     if gpu.gpu_names():
         assert outcome.verdict is Verdict.CORRECT, outcome.feedback
-        assert outcome.metrics["ms"].source.startswith("cuda events")
+        assert outcome.metrics["ms"].source.startswith("runner clock")
     else:
-        # everything built and linked; the harness itself stops at the missing device
+        # everything built and linked, the runner ran in the sandbox and its verdict came back
+        # on the result channel; the original kernel's child stops at the missing device
         assert outcome.verdict is Verdict.RUNTIME_ERROR
-        assert "the harness failed on the GPU (exit 5)" in outcome.feedback
+        assert "cannot run the reference here (reference)" in outcome.feedback
         assert "no usable GPU" in outcome.feedback
 
 
@@ -128,9 +129,10 @@ def test_runner_verdict_travels_on_the_sandbox_channel(tmp_path):
 
 def test_runner_outcomes_map_to_verdicts():
     ok = harness.outcome_from_runner({"stage": "done", "correct": True, "device": "NVIDIA H200", "max_abs_diff": 1e-6,
-                                      "ref_ms": [2.0] * 100, "cand_ms": [1.0] * 99 + [9.0]}, "x", [0, 1, 2])
+                                      "ref_ms": [2.0] * 100, "cand_ms": [1.0] * 99 + [9.0], "overhead_ms": 0.25},
+                                     "x", [0, 1, 2])
     assert ok.verdict is Verdict.CORRECT
-    assert ok.metrics["ms"].value == 1.0 and ok.metrics["ms"].source == "cuda events, H200"
+    assert ok.metrics["ms"].value == 1.0 and ok.metrics["ms"].source == "runner clock, H200, transfers subtracted"
     assert ok.metrics["ms_mean"].value == pytest.approx(1.08)
     assert ok.metrics["reference_ms"].value == 2.0 and "2.00x" in ok.feedback
     bad = harness.outcome_from_runner({"stage": "done", "correct": False, "reason": "seed 1: output 0 differs"}, "x", [0])
@@ -148,6 +150,6 @@ def test_inout_buffers_are_uploaded_and_compared_not_poisoned():
     ann = annotations.parse(text)
     (buf,) = ann.buffers
     assert buf.output and buf.inout
-    source = harness_cu.harness_source(ann)
-    assert '{"y", 256ULL, 4, 0, 2, -1.0, 1.0}' in source
-    assert "if (SPECS[b].output == 1) e = cudaMemset(dev[b], 0xFF, bytes);" in source
+    source = harness_cu.child_source(ann)
+    assert "  {256ULL, 4, 2}" in source  # role 2: uploaded like an input, returned like an output
+    assert "if (SPECS[b].role == 1) err = cudaMemset(dev[b], 0xFF, bytes);" in source

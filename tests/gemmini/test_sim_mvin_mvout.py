@@ -148,6 +148,13 @@ int main(void) {
   gemmini_fence();
   for (int i = 0; i < DIM; i++) for (int j = 0; j < DIM; j++)
     CHECK(out8[i][j] == (bias[i][j] > 127 ? 127 : (bias[i][j] < -128 ? -128 : bias[i][j])), "saturate");
+  /* the accumulate bit on a move-out's (read) address changes nothing, as Gemmini's library
+   * addresses OS results (acc + accumulate bits) */
+  memset(out8, 0, sizeof out8);
+  gemmini_extended_mvout(out8, ACC | ACCUM | 128, DIM, DIM);
+  gemmini_fence();
+  for (int i = 0; i < DIM; i++) for (int j = 0; j < DIM; j++)
+    CHECK(out8[i][j] == (bias[i][j] > 127 ? 127 : (bias[i][j] < -128 ? -128 : bias[i][j])), "accumulate-bit mvout");
   /* last accumulator row */
   gemmini_extended3_config_ld(DIM * sizeof(acc_t), MVIN_SCALE_IDENTITY, false, 0);
   gemmini_extended_mvin(bias, ACC | (ACC_ROWS - 1), DIM, 1);

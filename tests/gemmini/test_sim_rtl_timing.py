@@ -244,6 +244,11 @@ def test_tiled_conv_auto_runs_on_loop_conv_ws_without_host_im2col(tmp_path):
 
 HOST = r"""
 static volatile int64_t v[4096];
+static inline int64_t mul_rs1(int64_t a, int64_t b) {
+  int64_t r;
+  __asm__ volatile("mul %0, %1, %2" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+}
 AUTOCOMP_HARNESS_FN int main(void) {
   uint64_t c0 = read_cycles(), i0 = read_instret();
   int64_t s = 1;
@@ -251,14 +256,21 @@ AUTOCOMP_HARNESS_FN int main(void) {
   uint64_t c1 = read_cycles(), i1 = read_instret();
   for (int r = 0; r < 4; r++) for (int i = 0; i < 4096; i += 8) s += v[i];   /* 32 KiB > L1 */
   uint64_t c2 = read_cycles(), i2 = read_instret();
-  printf("%llu %llu %llu %llu %lld\n", (unsigned long long)(c1 - c0), (unsigned long long)(i1 - i0),
-         (unsigned long long)(c2 - c1), (unsigned long long)(i2 - i1), (long long)s);
+  /* the same 1000 multiplies with a negative and with a small non-negative multiplier (rs1) */
+  int64_t neg = -3 - v[0], pos = 3 + v[0];
+  for (int i = 0; i < 1000; i++) s += mul_rs1(neg, i);
+  uint64_t c3 = read_cycles();
+  for (int i = 0; i < 1000; i++) s += mul_rs1(pos, i);
+  uint64_t c4 = read_cycles();
+  printf("%llu %llu %llu %llu %llu %llu %lld\n", (unsigned long long)(c1 - c0), (unsigned long long)(i1 - i0),
+         (unsigned long long)(c2 - c1), (unsigned long long)(i2 - i1), (unsigned long long)(c3 - c2),
+         (unsigned long long)(c4 - c3), (long long)s);
   return 0;
 }
 """
 
 
-def test_host_core_costs_per_instruction_class_and_optional_dcache(tmp_path):
+def test_host_core_costs_per_instruction_class_and_dcache(tmp_path):
     import asyncio
 
     from simkit import PRELUDE, toolchain
@@ -276,13 +288,16 @@ def test_host_core_costs_per_instruction_class_and_optional_dcache(tmp_path):
     plain, cached = asyncio.run(go(False)), asyncio.run(go(True))
     assert_ok(plain)
     assert_ok(cached)
-    md_c, md_i, ld_c, ld_i, _ = (int(x) for x in plain.stdout.split())
-    # 999 iterations of one multiply (8 cycles) and one divide (64 cycles)
-    assert md_c > 999 * (64 + 7) and md_c > 5 * md_i
+    md_c, md_i, ld_c, ld_i, neg_c, pos_c, _ = (int(x) for x in plain.stdout.split())
+    # 999 iterations of one multiply and one divide (64 cycles)
+    assert md_c > 999 * (64 + 1) and md_c > 5 * md_i
+    # Rocket's multiplier stops early (mulEarlyOut): a small non-negative multiplier takes 2
+    # of the 8 iterations, a negative one all 8 (1000 multiplies, 6 cycles apart each)
+    assert 5500 <= neg_c - pos_c <= 6500, (neg_c, pos_c)
     # loads cost their load-use bubble, nothing more, without the cache model ...
     assert ld_i < ld_c < 2 * ld_i
     # ... and (nearly) every strided load misses the 16 KiB L1 with it
-    _, _, ld_c2, _, _ = (int(x) for x in cached.stdout.split())
+    ld_c2 = int(cached.stdout.split()[2])
     assert ld_c2 > ld_c + 2048 * 30
 
 

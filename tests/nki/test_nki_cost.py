@@ -22,14 +22,16 @@ def _cycles(kernel, *arrays) -> float:
     return estimate(run(kernel, *arrays).trace).cycles
 
 
-def make_vector_kernel(passes: int, width: int):
+def make_vector_kernel(passes: int, width: int, loop=None):
+    loop = loop or nl.sequential_range
+
     @nki.jit
     def k(a):
         out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
         t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=t, src=a)
         for _ in range(passes):
-            for j in nl.affine_range(a.shape[1] // width):
+            for j in loop(a.shape[1] // width):
                 nisa.tensor_scalar(dst=t[:, j * width:(j + 1) * width], data=t[:, j * width:(j + 1) * width],
                                    op0=nl.multiply, operand0=1.0)
         nisa.dma_copy(dst=out, src=t)
@@ -50,6 +52,23 @@ def test_strictly_more_work_on_the_same_engine_never_estimates_faster(width):
 def test_wider_free_dimension_tiles_estimate_faster():
     narrow, medium, wide = (_cycles(make_vector_kernel(2, w), A) for w in (32, 256, 2048))
     assert wide < medium < narrow
+
+
+def test_the_compiler_vectorizes_short_affine_loops_of_identical_bodies():
+    # NKI docs: affine_range lets the compiler vectorize a loop. A 64-iteration affine loop
+    # of narrow identical ops runs as one wide op; a sequential one, or a longer one, does not.
+    a = np.ones((128, 1024), np.float32)
+    base = _cycles(make_vector_kernel(0, 1024), a)  # the DMAs alone
+
+    def ops(width, loop=None):  # cycles the vector passes add
+        return _cycles(make_vector_kernel(8, width, loop), a) - base
+
+    wide = ops(1024)
+    short_affine = ops(16, nl.affine_range)  # 64 iterations
+    short_seq = ops(16, nl.sequential_range)
+    long_affine = ops(4, nl.affine_range)  # 256 iterations
+    assert short_affine <= wide * 1.05
+    assert short_seq > 2 * short_affine and long_affine > 2 * short_affine
 
 
 def test_wider_matmul_moving_tiles_estimate_faster():

@@ -309,17 +309,48 @@ def test_cuda_attack_gpu_runner_verdict_channel(hostile, tmp_path):
     hostile.check(outcome.feedback)
 
 
-def test_cuda_cu_harness_timings_are_never_confirmed():
-    """Attack surface: the annotated .cu harness times the candidate's library inside the
-    process the candidate's host code runs in, so a hostile library could bend the clock.
-    Defence by construction: such figures are never `confirmed`, so no --write or auto-apply
-    acts on them without the user's explicit --accept-unconfirmed."""
+def test_cuda_cu_runner_child_cannot_forge_the_verdict(tmp_path, monkeypatch):
+    """Attack: the candidate's process writes a winning verdict to descriptor 3 and to its
+    stdout. Defence by construction: the .cu runner (the timer) starts each model child
+    with pipes only (descriptor 3 stays in the runner) and its clock and comparison are its
+    own; shown with the protocol double of the C++ child, which needs a GPU to run."""
+    import importlib.util
+    import sys as _sys
+    from pathlib import Path as _Path
+
+    pytest.importorskip("numpy")
+    from autocomp.backends.cuda import cu_runner
+
+    double = _Path(__file__).resolve().parents[1] / "cuda" / "cu_child_double.py"
+    launcher = tmp_path / "child"
+    launcher.write_text(f"#!/bin/sh\nexec {_sys.executable} {double} \"$@\"\n")
+    launcher.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    buffers = [{"name": "x", "dtype": "float", "count": 128, "elem": 4, "role": 0, "low": -4, "high": 4,
+                "tolerance": 1e-4},
+               {"name": "y", "dtype": "float", "count": 128, "elem": 4, "role": 1, "low": -1, "high": 1,
+                "tolerance": 1e-4}]
+    spec = {"child": str(launcher), "reference": "reference", "candidate": "forge", "buffers": buffers, "trials": 5,
+            "warmup": 1, "checks": 3, "kernel_names": ["row_softmax_kernel"]}
+    result = cu_runner.Runner(spec).run()
+    assert result["ref_ms"] != [9.0] and result["cand_ms"] != [0.001] and len(result["cand_ms"]) == 5
+    memo = cu_runner.Runner({**spec, "candidate": "memo"}).run()
+    assert memo["correct"] is False and "fresh inputs" in memo["reason"]
+    assert importlib.util.find_spec("autocomp.backends.cuda.cu_runner") is not None
+
+
+def test_cuda_results_without_a_kernel_list_are_never_confirmed():
+    """A runner that could not list the launched kernels (no CUPTI) cannot show the
+    candidate's own kernel ran: such a result is correct but never `confirmed`, so no
+    --write or auto-apply acts on it without --accept-unconfirmed."""
     from autocomp.backends.cuda import harness as cuda_harness
     from autocomp.model import Metric
 
-    outcome = cuda_harness.GpuOutcome(Verdict.CORRECT, "timed", {"ms": Metric(0.001, "ms", "cuda events, test")})
+    metrics = {"ms": Metric(0.001, "ms", "runner clock, test")}
+    uncounted = cuda_harness.GpuOutcome(Verdict.CORRECT, "timed", metrics, kernels_counted=False)
+    counted = cuda_harness.GpuOutcome(Verdict.CORRECT, "timed", metrics)
     backend = CudaBackend({"gpu": "off"})
-    cu = backend._gpu_evaluation(outcome, None, confirmable=False)
-    py = backend._gpu_evaluation(outcome, None)
+    cu = backend._gpu_evaluation(uncounted, None)
     assert cu.verdict is Verdict.CORRECT and cu.confirmed is False and "Not confirmed" in cu.feedback
-    assert py.confirmed is True
+    assert backend._gpu_evaluation(counted, None).confirmed is True
+

@@ -10,9 +10,9 @@ ORIGINAL = "kernel a {\n  cost = 5\n}\n"
 
 def test_settings_defaults_nested_and_dotted():
     s, problems = parse_settings(None)
-    assert problems == [] and s.auto_apply is True and s.min_speedup == 1.02 and s.search.iterations == 8
+    assert problems == [] and s.auto_apply == "always" and s.min_speedup == 1.02 and s.search.iterations == 8
     s, problems = parse_settings({"autocomp": {"llm": "openai:gpt-4o", "search": {"beam": 2, "keep": 0.5}, "autoApply": False}})
-    assert problems == [] and s.llm == ["openai:gpt-4o"] and s.search.beam == 2 and s.search.keep == 0.5 and not s.auto_apply
+    assert problems == [] and s.llm == ["openai:gpt-4o"] and s.search.beam == 2 and s.search.keep == 0.5 and s.auto_apply == "never"
     s, problems = parse_settings({"autocomp.search.iterations": 3, "autocomp.target.gemmini.spike": "/opt/spike"})
     assert problems == [] and s.search.iterations == 3 and s.target_settings("gemmini") == {"spike": "/opt/spike"}
     # Already the section itself (workspace/configuration with section "autocomp").

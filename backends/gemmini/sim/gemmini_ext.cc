@@ -31,6 +31,7 @@
 #include "riscv/csrs.h"
 #include "riscv/disasm.h"
 #include "riscv/rocc.h"
+#include "riscv/simif.h"
 
 #include <cmath>
 #include <cstdarg>
@@ -209,9 +210,17 @@ struct base_insns_tag {
   friend type get(base_insns_tag);
 };
 template struct private_access<base_insns_tag, &processor_t::instructions>;
+// The simulator behind the processor (for the host address of target memory, as the DMA model
+// reads and writes it without going through the core's MMU, TLB and PMP checks).
+struct proc_sim_tag {
+  typedef simif_t* processor_t::*type;
+  friend type get(proc_sim_tag);
+};
+template struct private_access<proc_sim_tag, &processor_t::sim>;
 
 enum HostClass { HC_LOAD, HC_STORE, HC_BRANCH, HC_MUL, HC_DIV };
-enum AddrForm { AF_NONE, AF_I, AF_S, AF_CLW, AF_CLD, AF_CLWSP, AF_CLDSP, AF_CSWSP, AF_CSDSP };
+enum AddrForm { AF_NONE, AF_I, AF_S, AF_CLW, AF_CLD, AF_CLWSP, AF_CLDSP, AF_CSWSP, AF_CSDSP,
+                AF_MUL, AF_MULH, AF_MULW };  // the last three: multiplies (operand rs1 passed)
 struct HostWrap { insn_func_t orig; HostClass cls; AddrForm form; };
 constexpr int MAX_HOST_WRAPS = 128;
 HostWrap g_wraps[MAX_HOST_WRAPS];
@@ -228,14 +237,32 @@ inline uint64_t host_addr(AddrForm f, processor_t* p, insn_t insn) {
     case AF_CLDSP: return x[2] + insn.rvc_ldsp_imm();
     case AF_CSWSP: return x[2] + insn.rvc_swsp_imm();
     case AF_CSDSP: return x[2] + insn.rvc_sdsp_imm();
+    case AF_MUL: case AF_MULH: case AF_MULW: return x[insn.rs1()];  // the multiplier operand
     default: return 0;
   }
 }
 void host_charge(const HostWrap& w, uint64_t addr, reg_t pc, reg_t next, insn_t insn);
+// Cycles Rocket's iterative multiplier (rocket/Multiplier.scala, MulDivParams mulUnroll 8,
+// mulEarlyOut) spends in s_mul for a multiply whose multiplier operand (rs1) is `lhs`: one
+// iteration per MUL_UNROLL_BITS bits; a low-half multiply stops early, from its second
+// iteration on, once the multiplier bits not yet consumed are all zero (so a small
+// non-negative rs1 takes 2 iterations, a negative one all of them). MULW starts half-way
+// (fastMulW: count = 4) and sees the operand's low 32 bits; MULH* never stop early.
+inline uint64_t mul_iterations(AddrForm form, uint64_t lhs) {
+  const uint64_t steps = 64 / MUL_UNROLL_BITS;  // 8
+  if (form == AF_MULH || form == AF_NONE) return steps;
+  uint64_t first = 0, v = lhs;
+  if (form == AF_MULW) first = steps / 2, v = (uint64_t)(int64_t)(int32_t)(uint32_t)lhs;
+  for (uint64_t c = first; c < steps - 1; c++) {
+    const uint64_t consumed = (c - first) * MUL_UNROLL_BITS;
+    if (c != 0 && (consumed >= 64 ? 0 : v >> consumed) == 0) return c - first + 1;
+  }
+  return steps - first;
+}
 template <int N>
 reg_t host_wrap(processor_t* p, insn_t insn, reg_t pc) {
   const HostWrap& w = g_wraps[N];
-  const uint64_t addr = g_dcache ? host_addr(w.form, p, insn) : 0;
+  const uint64_t addr = (g_dcache || w.cls == HC_MUL) ? host_addr(w.form, p, insn) : 0;
   const reg_t next = w.orig(p, insn, pc);
   host_charge(w, addr, pc, next, insn);
   return next;
@@ -256,7 +283,11 @@ bool classify(const insn_desc_t& d, HostClass& cls, AddrForm& form) {
       case 0x23: case 0x27: cls = HC_STORE; form = AF_S; return true;
       case 0x63: cls = HC_BRANCH; form = AF_NONE; return true;
       case 0x33: case 0x3b:
-        if (f7 == 1 && ((d.mask >> 25) & 0x7f) == 0x7f) { cls = f3 < 4 ? HC_MUL : HC_DIV; form = AF_NONE; return true; }
+        if (f7 == 1 && ((d.mask >> 25) & 0x7f) == 0x7f) {
+          cls = f3 < 4 ? HC_MUL : HC_DIV;
+          form = f3 >= 4 ? AF_NONE : (op == 0x3b ? AF_MULW : (f3 == 0 ? AF_MUL : AF_MULH));
+          return true;
+        }
         return false;
       default: return false;
     }
@@ -394,6 +425,16 @@ class gemmini_t : public extension_t {
   int host_dcache = 0;  // 1: model the host's L1 data cache (config line `host_dcache 1`)
   // L1 data cache (Rocket DCache: 64 sets x 4 ways x 64-byte lines = 16 KiB), LRU.
   uint64_t l1_tag[L1D_SETS * L1D_WAYS] = {0}, l1_use[L1D_SETS * L1D_WAYS] = {0}, l1_tick = 0;
+  uint64_t l1_last = 0;  // line of the last access (0: none)
+  // A DMA write to a line the host's L1 holds: the L2 probes the L1 copy away (TileLink
+  // coherence through Chipyard's inclusive L2), so the host's next access to it misses.
+  void l1_invalidate(uint64_t addr) {
+    if (!host_dcache) return;
+    uint64_t line = addr / L1D_LINE_BYTES + 1, set = line % L1D_SETS;
+    for (int i = 0; i < (int)L1D_WAYS; i++)
+      if (l1_tag[set * L1D_WAYS + i] == line) l1_tag[set * L1D_WAYS + i] = 0, l1_use[set * L1D_WAYS + i] = 0;
+    if (l1_last == line) l1_last = 0;
+  }
   uint8_t bht[BHT_ENTRIES] = {0};
   uint64_t host_l1_misses = 0, host_mispredicts = 0;
   void host_cost(const HostWrap& w, uint64_t addr, reg_t pc, reg_t next, insn_t insn) {
@@ -401,7 +442,12 @@ class gemmini_t : public extension_t {
       case HC_LOAD: case HC_STORE: {
         if (w.cls == HC_LOAD) stall += HOST_LOAD_USE_CYCLES;
         if (!host_dcache) return;
-        uint64_t line = addr / L1D_LINE_BYTES + 1, set = line % L1D_SETS;
+        uint64_t line = addr / L1D_LINE_BYTES + 1;
+        // The line touched last is the most recently used of its set: a hit that leaves the
+        // LRU order as it is (exact, and most accesses of a streaming loop take this path).
+        if (line == l1_last) return;
+        l1_last = line;
+        uint64_t set = line % L1D_SETS;
         uint64_t* tag = &l1_tag[set * L1D_WAYS];
         uint64_t* use = &l1_use[set * L1D_WAYS];
         int victim = 0;
@@ -425,7 +471,7 @@ class gemmini_t : public extension_t {
         if (!taken && c > 0) c--;
         return;
       }
-      case HC_MUL: stall += MUL_EXTRA_CYCLES; return;
+      case HC_MUL: stall += mul_iterations(w.form, addr) - 1; return;
       case HC_DIV: stall += DIV_EXTRA_CYCLES; return;
     }
   }
@@ -637,17 +683,52 @@ class gemmini_t : public extension_t {
     if (rows > 1 && stride > mem_hi - mem_lo)
       fail("DRAM row stride %llu bytes is larger than target memory", (unsigned long long)stride);
   }
-  int8_t ld8(uint64_t a) { return (int8_t)proc->get_mmu()->load<uint8_t>(a); }
+  // Accelerator accesses to target memory (physical addresses, bare metal): straight to the
+  // simulator's backing pages, one host pointer per 4 KiB page cached here. Addresses outside
+  // target memory (callers check them first) take the core's MMU path instead.
+  std::vector<char*> page_host;
+  char* host_ptr(uint64_t a) {
+    if (a < mem_lo || a >= mem_hi) return nullptr;
+    const uint64_t first = mem_lo >> 12, pg = (a >> 12) - first;
+    if (page_host.empty()) page_host.assign((((mem_hi - 1) >> 12) - first) + 1, nullptr);
+    char*& h = page_host[pg];
+    if (!h) h = (proc->*get(proc_sim_tag()))->addr_to_mem((first + pg) << 12);
+    return h ? h + (a & 0xfff) : nullptr;
+  }
+  // n bytes of target memory from `a` (a row of a move-in), page by page.
+  void ld_bytes(uint64_t a, uint8_t* out, uint64_t n) {
+    while (n) {
+      uint64_t chunk = 4096 - (a & 0xfff);
+      if (chunk > n) chunk = n;
+      if (char* h = host_ptr(a)) std::memcpy(out, h, chunk);
+      else for (uint64_t i = 0; i < chunk; i++) out[i] = proc->get_mmu()->load<uint8_t>(a + i);
+      a += chunk, out += chunk, n -= chunk;
+    }
+  }
+  int8_t ld8(uint64_t a) {
+    if (char* h = host_ptr(a)) return (int8_t)*h;
+    return (int8_t)proc->get_mmu()->load<uint8_t>(a);
+  }
   int32_t ld32(uint64_t a) {
-    if ((a & 3) == 0) return (int32_t)proc->get_mmu()->load<uint32_t>(a);
+    if ((a & 3) == 0) {
+      if (char* h = host_ptr(a)) { int32_t v; std::memcpy(&v, h, 4); return v; }
+      return (int32_t)proc->get_mmu()->load<uint32_t>(a);
+    }
     uint32_t v = 0;
-    for (int i = 0; i < 4; i++) v |= (uint32_t)proc->get_mmu()->load<uint8_t>(a + i) << (8 * i);
+    for (int i = 0; i < 4; i++) v |= (uint32_t)(uint8_t)ld8(a + i) << (8 * i);
     return (int32_t)v;
   }
-  void st8(uint64_t a, int8_t v) { proc->get_mmu()->store<uint8_t>(a, (uint8_t)v); }
+  void st8(uint64_t a, int8_t v) {
+    if (char* h = host_ptr(a)) { *h = (char)v; return; }
+    proc->get_mmu()->store<uint8_t>(a, (uint8_t)v);
+  }
   void st32(uint64_t a, int32_t v) {
-    if ((a & 3) == 0) { proc->get_mmu()->store<uint32_t>(a, (uint32_t)v); return; }
-    for (int i = 0; i < 4; i++) proc->get_mmu()->store<uint8_t>(a + i, (uint8_t)((uint32_t)v >> (8 * i)));
+    if ((a & 3) == 0) {
+      if (char* h = host_ptr(a)) { std::memcpy(h, &v, 4); return; }
+      proc->get_mmu()->store<uint32_t>(a, (uint32_t)v);
+      return;
+    }
+    for (int i = 0; i < 4; i++) st8(a + i, (int8_t)(uint8_t)((uint32_t)v >> (8 * i)));
   }
 
   void check_sp(uint32_t row, uint32_t n, const char* what) {
@@ -753,6 +834,7 @@ class gemmini_t : public extension_t {
         if (slot > t) t = slot;
         uint64_t resp;
         const uint64_t lat = l2_latency(a);
+        if (write) l1_invalidate(a);
         if (write) {  // the request carries its data beats; the ack returns DMA_LATENCY later
           uint64_t data = t > e.bus_free ? t : e.bus_free;
           e.bus_free = data + beats;
@@ -921,24 +1003,25 @@ class gemmini_t : public extension_t {
       for (uint32_t r = 0; r < o.rows; r++) {
         uint32_t row = o.addr.row + b * bstride + r;
         uint64_t src = dram + r * c.stride + (uint64_t)b * DIM * ebytes;
+        uint8_t raw[DIM * 4] = {0};
+        if (!zeros) ld_bytes(src, raw, (uint64_t)ncols * ebytes);
         if (to_acc) {
           int32_t* dst = &acc[(size_t)row * DIM];
           for (uint32_t k = 0; k < ncols; k++) {
             // int32 data is not scaled (MVIN_SCALE_ACC is the identity); shrunk int8 data
             // goes through the int8 scaling path (scale, round, saturate) before widening.
-            int32_t v = zeros ? 0
-                        : (ebytes == 4 ? ld32(src + 4 * k)
-                                       : (c.scale == 1.0f ? (int32_t)ld8(src + k) : (int32_t)scale_to_int8(ld8(src + k), c.scale)));
+            int32_t v;
+            if (ebytes == 4) std::memcpy(&v, raw + 4 * k, 4);
+            else v = c.scale == 1.0f ? (int32_t)(int8_t)raw[k] : (int32_t)scale_to_int8((int8_t)raw[k], c.scale);
             dst[k] = o.addr.accumulate ? (int32_t)((uint32_t)dst[k] + (uint32_t)v) : v;
           }
           acc_w[row] = done;
           acc_touched[row] = 1;
         } else {
           int8_t* dst = &sp[(size_t)row * DIM];
-          for (uint32_t k = 0; k < ncols; k++) {
-            int8_t v = zeros ? 0 : ld8(src + k);
-            dst[k] = c.scale == 1.0f ? v : scale_to_int8(v, c.scale);
-          }
+          if (c.scale == 1.0f) std::memcpy(dst, raw, ncols);
+          else
+            for (uint32_t k = 0; k < ncols; k++) dst[k] = scale_to_int8((int8_t)raw[k], c.scale);
           sp_w[row] = done;
           sp_touched[row] = 1;
         }

@@ -29,11 +29,13 @@ constexpr uint64_t ROCC_ISSUE_CYCLES = 1;
 // - loads: Rocket's load-to-use latency is 2 cycles, so a load costs one bubble when the next
 //   instruction consumes it (counted for every load: -O2 code rarely hides it on a 5-stage core).
 constexpr uint64_t HOST_LOAD_USE_CYCLES = 1;
-// - L1 data cache (only with the `host_dcache` configuration line, backend setting
-//   autocomp.target.gemmini.host_dcache; off by default): Rocket DCacheParams defaults
-//   nSets 64, nWays 4, 64-byte blocks (16 KiB), write-back, write-allocate; a miss blocks the
-//   pipeline for the refill through the shared L2 model (L2_HIT_LATENCY or DMA_LATENCY below)
-//   plus a few cycles to replay the access.
+// - L1 data cache (the `host_dcache` configuration line; backend setting
+//   autocomp.target.gemmini.host_dcache, on by default): Rocket DCacheParams defaults
+//   nSets 64, nWays 4, 64-byte blocks (16 KiB), write-back, write-allocate, LRU here; Chipyard's
+//   big core sets nMSHRs = 0 (WithNBigCores), a blocking cache, so a miss stalls the pipeline
+//   for the refill through the shared L2 model (L2_HIT_LATENCY or DMA_LATENCY below) plus a
+//   few cycles to replay the access. A DMA write to a line the L1 holds invalidates it (the
+//   inclusive L2 probes the L1 copy away), so the host's next access misses.
 constexpr uint64_t L1D_SETS = 64;
 constexpr uint64_t L1D_WAYS = 4;
 constexpr uint64_t L1D_LINE_BYTES = 64;
@@ -42,9 +44,14 @@ constexpr uint64_t L1D_MISS_OVERHEAD = 2;
 //   mispredicted conditional branch flushes the front end, resolved in execute: 3 cycles.
 constexpr uint64_t BHT_ENTRIES = 512;
 constexpr uint64_t BRANCH_MISPREDICT_CYCLES = 3;
-// - multiply/divide: Rocket MulDivParams defaults mulUnroll = 8 (a 64-bit multiply takes 8
-//   cycles), iterative divider one bit per cycle (64 cycles, early-out not modelled).
-constexpr uint64_t MUL_EXTRA_CYCLES = 7;
+// - multiply/divide: Chipyard's big Rocket core (WithNBigCores: MulDivParams(mulUnroll = 8,
+//   mulEarlyOut = true, divEarlyOut = true)) has an iterative multiplier that consumes 8
+//   multiplier bits per cycle (8 cycles for a 64-bit multiply) and stops early once the rest
+//   of the multiplier operand is zero (rocket/Multiplier.scala `eOut`, never in the first
+//   cycle): the extra cycles of a MUL are its iterations minus one (mul_iterations in
+//   gemmini_ext.cc: 1 for a small non-negative rs1, 7 for a negative one). The divider does
+//   one bit per cycle (64 cycles; its early-out on leading zeros is not modelled).
+constexpr uint64_t MUL_UNROLL_BITS = 8;
 constexpr uint64_t DIV_EXTRA_CYCLES = 63;
 
 // ---- reservation station (ReservationStation.scala) ----------------------------------------

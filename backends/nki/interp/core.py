@@ -17,7 +17,7 @@ import math
 import os
 import sys
 import weakref
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
@@ -62,13 +62,32 @@ def buffer_with_tiles(name: str, tiles: Any, base_addr: Any = None) -> BufferKin
     if base_addr is not None:
         if not isinstance(base_addr, (int, np.integer)) or base_addr < 0:
             raise fail("bad-buffer", f"base_addr={base_addr!r} must be a non-negative byte offset", "mod_alloc")
-        b.base_addr = int(base_addr)
+        b.base_addr = _traced_once(int(base_addr))
     if tiles:
         t = tuple(int(x) for x in (tiles if isinstance(tiles, (tuple, list)) else (tiles,)))
         if not all(0 < x <= 1 << 16 for x in t) or len(t) > 8:
             raise fail("bad-buffer", f"num_free_tiles={tiles!r} must be small positive integers", "mod_alloc")
         b.tiles = t
     return b
+
+
+def _traced_once(base_addr: int) -> int:
+    """The address a fixed placement gets, as NKI's tracer sees it.
+
+    NKI traces a kernel's Python once: a loop body (``nl.affine_range``,
+    ``sequential_range``) is traced a single time with a symbolic index, so Python
+    arithmetic in it (``addr += size`` after each ``mod_alloc(base_addr=addr)``, as in AWS's
+    allocated attention kernels) runs once, and every iteration uses the addresses of that
+    one pass. The interpreter runs the body per iteration, so an allocation made again from
+    the same call path (the same kernel lines up the stack) keeps its first address."""
+    frame = sys._getframe(2)
+    key = []
+    while frame is not None:
+        fname = frame.f_code.co_filename
+        if not _abs(fname).startswith(_INTERP_DIR):
+            key.append((fname, frame.f_lineno))
+        frame = frame.f_back
+    return STATE.placed.setdefault(tuple(key), base_addr)
 
 
 # ---------------------------------------------------------------------------- state
@@ -89,6 +108,7 @@ class State:
         self.program_ids: tuple[int, ...] = ()
         self.grid: tuple[int, ...] = ()
         self.shared_memo: dict[tuple, "Allocation"] = {}
+        self.placed: dict[tuple, int] = {}  # call path -> base_addr (see _traced_once)
         # Capacity by the compiler's liveness: each counted on-chip allocation's first and
         # last instruction; checked at the end of a run when Python's references overflowed.
         self.alloc_info: dict[int, tuple] = {}
@@ -99,6 +119,13 @@ class State:
         # The kernel line of the request being served when the kernel's Python runs in
         # another process (autocomp.backends.nki.remote); None when it runs in this one.
         self.remote_line: int | None = None
+        # Loop context of recorded instructions (the cost model's view of the compiler's
+        # loop vectorization): a stack of [id, trip count, iteration, is affine_range] for the
+        # loops being iterated here, and while serving the kernel process, the innermost
+        # affine loop it reported for the request (False: none).
+        self.loops: list[list[Any]] = []
+        self.loop_ids = itertools.count()
+        self.remote_loop: Any = None
 
 
 _GENERATIONS = itertools.count()
@@ -173,6 +200,11 @@ def _dtype_table() -> dict[str, np.dtype]:
         table["bfloat16"] = np.dtype(_mld.bfloat16)
         table["float8_e4m3"] = np.dtype(_mld.float8_e4m3fn)
         table["float8_e5m2"] = np.dtype(_mld.float8_e5m2)
+    # MX (microscaling, NeuronCore-v4) packed types: four FP8 (or FP4) values in one element,
+    # stored as the unsigned integer of that width; the element format rides in the metadata.
+    for name, base, elem in (("float8_e5m2_x4", np.uint32, "float8_e5m2"), ("float8_e4m3fn_x4", np.uint32, "float8_e4m3fn"),
+                             ("float4_e2m1fn_x4", np.uint16, "float4_e2m1fn")):
+        table[name] = np.dtype(base, metadata={"mx": elem})
     return table
 
 
@@ -190,7 +222,16 @@ def as_dtype(dtype: Any, call: str = "") -> np.dtype:
         raise fail("bad-dtype", f"unsupported dtype {dtype!r}; use nl.float32, nl.bfloat16, nl.float16, nl.int32, …", call) from None
 
 
+def mx_format(dt: np.dtype) -> str | None:
+    """The element format of an MX ``*_x4`` dtype (None for ordinary dtypes)."""
+    meta = dt.metadata
+    return meta.get("mx") if meta else None
+
+
 def dtype_name(dt: np.dtype) -> str:
+    mx = mx_format(dt)
+    if mx is not None:
+        return mx + "_x4"
     for name, d in DTYPES.items():
         if d == dt and name != "tfloat32":
             return name
@@ -211,6 +252,7 @@ class Allocation:
     """One tensor's storage: data plus written-mask, in a named buffer."""
 
     __slots__ = ("id", "buffer", "_data", "_written", "_phys", "pdim", "name", "line", "bytes_pp", "is_input", "counted",
+                 "full", "dirty", "whole",
                  "__weakref__")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, buffer: str, name: str = "", *,
@@ -291,6 +333,12 @@ class Allocation:
                 self.counted = True
                 weakref.finalize(self, _release, STATE.gen, self.buffer, self.bytes_pp)
                 STATE.live[self.id] = self
+        # full: every element has been written (reads skip the written-mask checks);
+        # dirty: unwritten elements hold garbage (memory is not cleared up front; a read of a
+        # partly written view shows them as NaN, integers 0, as if it had been).
+        self.full = data is not None
+        self.dirty = False
+        self.whole: tuple | None = None  # region() of the whole allocation, once computed
         if data is not None:
             self._data = data
             self._written = np.ones(shape, dtype=bool)
@@ -300,10 +348,7 @@ class Allocation:
             # kernel's axis order: block dimensions come before the partition axis.
             pshape = (shape[pdim],) + shape[:pdim] + shape[pdim + 1:] if shape else shape
             self._phys = np.empty(pshape, dtype=dtype)
-            if is_float(np.dtype(dtype)):
-                self._phys.fill(np.nan)
-            else:
-                self._phys.fill(0)
+            self.dirty = True
             self._data = np.moveaxis(self._phys, 0, pdim) if pdim else self._phys
             written = np.zeros(pshape, dtype=bool)
             self._written = np.moveaxis(written, 0, pdim) if pdim else written
@@ -351,7 +396,7 @@ class Tensor:
 
     @property
     def dtype(self) -> np.dtype:
-        return self._alloc._data.dtype
+        return self._data.dtype  # the allocation's, or what an ap(dtype=...) view reinterprets it as
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -425,7 +470,12 @@ class Tensor:
         return self._data if self._key is None else self._data[self._key]
 
     def _written_mask(self) -> np.ndarray:
+        if self._alloc.full:
+            return np.broadcast_to(np.True_, self.shape)  # read-only, allocates nothing
         return self._written if self._key is None else self._written[self._key]
+
+    def _all_written(self) -> bool:
+        return self._alloc.full or bool(self._written_mask().all())
 
     def _store(self, values: np.ndarray, mask: np.ndarray | None = None) -> None:
         """Write ``values`` (any float dtype) into this view, rounding to its dtype."""
@@ -455,7 +505,10 @@ class Tensor:
             return
         if self._key is None:
             self._data[...] = cast
-            self._written[...] = True
+            if not self._alloc.full:
+                self._written[...] = True
+                if self._data.size == self._alloc._data.size:
+                    self._alloc.full = True
         else:
             self._data[self._key] = cast
             self._written[self._key] = True
@@ -464,13 +517,59 @@ class Tensor:
     def __setitem__(self, key: Any, value: Any) -> None:
         OPS["setitem"](self, key, value)
 
+    def ap(self, pattern: Any = None, offset: int = 0, dtype: Any = None, **kw: Any) -> "Tensor":
+        """An access pattern over the tensor's memory in row-major element order:
+        ``pattern=[[step, count], ...]`` (outermost first; the first is the partition axis of
+        an on-chip view) from element ``offset``; ``dtype=`` reinterprets the bytes first (an
+        MX ``*_x4`` view of packed integers). A view: writes through it reach the tensor."""
+        call = "tensor.ap"
+        if self._key is not None:
+            raise fail("nested-index", "ap() of a view made with index arrays", call)
+        if not isinstance(pattern, (list, tuple)) or not pattern or not all(
+                isinstance(d, (list, tuple)) and len(d) == 2 and all(isinstance(v, (int, np.integer)) for v in d) for d in pattern):
+            raise fail("index", f"pattern={pattern!r} must be a list of [step, count] pairs", call)
+        data, written = self._data, self._written
+        flat = data.reshape(-1)
+        wflat = written.reshape(-1)
+        if data.size and not np.shares_memory(flat, data):
+            raise fail("index", "ap() of a non-contiguous view", call)
+        if dtype is not None:
+            dt = as_dtype(dtype, call)
+            if flat.nbytes % dt.itemsize:
+                raise fail("shape-mismatch", f"{flat.nbytes} bytes do not hold whole {dtype_name(dt)} elements", call)
+            ratio = dt.itemsize / data.itemsize
+            flat = flat.view(dt)
+            if ratio >= 1:
+                wflat = wflat.reshape(-1, int(ratio)).all(axis=1) if ratio > 1 else wflat
+            else:
+                wflat = np.repeat(wflat, int(round(1 / ratio)))
+        idx = np.asarray(int(offset), dtype=np.int64)
+        counts = []
+        for i, (step, count) in enumerate(pattern):
+            shape = [1] * len(pattern)
+            shape[i] = int(count)
+            idx = idx + int(step) * np.arange(int(count), dtype=np.int64).reshape(shape)
+            counts.append(int(count))
+        if idx.size and (idx.min() < 0 or idx.max() >= flat.size):
+            raise fail("out-of-bounds", f"access pattern {pattern} from offset {offset} reaches element {int(idx.max())} "
+                       f"of {flat.size}", call, "access patterns within the tensor")
+        if self.on_chip and counts[0] > LIMITS["pmax"]:
+            raise fail("partition-limit", f"access pattern of {counts[0]} partitions", call, f"partition dimension <= {LIMITS['pmax']}")
+        # (A view that reinterprets the dtype is for reading: its written-mask is a copy.)
+        return Tensor(self._alloc, flat, wflat, (np.broadcast_to(idx, tuple(counts)),))
+
     def broadcast_to(self, shape: Iterable[int]) -> "Tensor":
         return OPS["broadcast_to"](self, tuple(shape))
 
     def reshape(self, shape: Iterable[int]) -> "Tensor":
         shape = tuple(int(s) for s in shape)
-        if not self.is_hbm or self._key is not None:
-            raise fail("reshape", "only whole HBM tensors can be reshaped (a view of the same bytes); reshape on-chip data by copying", "tensor.reshape")
+        # HBM tensors reshape freely; an on-chip tile only within its partitions (its free
+        # bytes regrouped, the partition dimension kept), as the same bytes.
+        on_chip_ok = (self.on_chip and self._alloc.pdim == 0 and shape and self.shape and shape[0] == self.shape[0]
+                      and self._data.flags.c_contiguous)
+        if not (self.is_hbm or on_chip_ok) or self._key is not None:
+            raise fail("reshape", "only whole HBM tensors, or on-chip tiles keeping their partition dimension, can be "
+                       "reshaped (a view of the same bytes); reshape other on-chip data by copying", "tensor.reshape")
         try:
             data = self._data.reshape(shape)
             written = self._written.reshape(shape)
@@ -741,7 +840,9 @@ def read(t: Tensor, what: str, call: str, mask: np.ndarray | None = None) -> np.
     elements read were written; a partly written tile (a masked tail tile) may be read as a
     whole, its unwritten elements are NaN (integers 0), and only written data reaches HBM."""
     check_bounds(t, mask, what, call)
-    w = t._written_mask()
+    if t._alloc.full:
+        return t._values()
+    w = written = t._written_mask()
     if mask is not None:
         w = np.where(np.broadcast_to(np.asarray(mask, dtype=bool), w.shape), w, True)
     if not w.any() or (mask is None and t._valid is None and t.on_chip is False and not w.all()):
@@ -752,7 +853,10 @@ def read(t: Tensor, what: str, call: str, mask: np.ndarray | None = None) -> np.
             call,
             "no reads of uninitialised memory",
         )
-    return t._values()
+    values = t._values()
+    if t._alloc.dirty and not written.all():
+        values = np.where(written, values, np.nan if is_float(values.dtype) else 0).astype(values.dtype, copy=False)
+    return values
 
 
 def _named(t: Tensor) -> str:
@@ -774,6 +878,9 @@ def record(opname: str, engine: str, partitions: int, free: int, dtype_bytes: in
            reads: Iterable[Tensor], writes: Iterable[Tensor], **info: Any) -> int:
     """Append one instruction to the trace; returns its index."""
     _, line = call_site()
+    loop = current_loop()
+    if loop is not None:
+        info["loop"] = loop
     ins = Instr(opname, engine, line, int(partitions), int(free), int(dtype_bytes),
                 tuple(region(t) for t in reads), tuple(region(t) for t in writes), info)
     _note_use(len(STATE.trace), ins.reads + ins.writes)
@@ -781,6 +888,33 @@ def record(opname: str, engine: str, partitions: int, free: int, dtype_bytes: in
     if _SINK:
         _SINK[0](["i", ins.to_list()])
     return len(STATE.trace) - 1
+
+
+def current_loop() -> list[int] | None:
+    """[loop id, trip count, iteration, enclosing loop id or -1, 1 if affine_range] of the
+    innermost loop (None outside loops): the instruction is one iteration's instance of that
+    loop's body."""
+    if STATE.remote_loop is not None:
+        return STATE.remote_loop or None
+    if STATE.loops:
+        f = STATE.loops[-1]
+        return [f[0], f[1], f[2], f[4], int(f[3])]
+    return None
+
+
+def iterate_loop(values: Iterable[int], trip: int, affine: bool, stack: list[list[Any]], ids: Any) -> Iterator[int]:
+    """Iterate a loop range, keeping ``stack`` (innermost last) up to date."""
+    frame = [next(ids), int(trip), 0, bool(affine), stack[-1][0] if stack else -1]
+    stack.append(frame)
+    try:
+        for i, v in enumerate(values):
+            frame[2] = i
+            yield v
+    finally:
+        for k in range(len(stack) - 1, -1, -1):
+            if stack[k] is frame:
+                del stack[k]
+                break
 
 
 def _note_use(index: int, regions: Iterable[tuple]) -> None:
@@ -853,7 +987,16 @@ def region(t: Tensor) -> tuple[int, int, int, int, int]:
     slice along a free axis touches the same byte range of every partition it covers.
     HBM tensors use one flat byte range. Views made with index arrays count as the whole
     allocation (conservative)."""
-    base = t._alloc._phys
+    alloc = t._alloc
+    base = alloc._phys
+    if (t._key is None and t._data.size == base.size and base.size and base.flags.c_contiguous
+            and (base.ndim >= 2 if alloc.buffer in ON_CHIP else base.ndim >= 1)):
+        # The whole allocation (a fresh tile, an instruction's result): the common case.
+        whole = alloc.whole
+        if whole is None:
+            whole = alloc.whole = (alloc.id, 0, max(1, base.shape[0]) if alloc.buffer in ON_CHIP else 1, 0,
+                                   int(base.nbytes if alloc.buffer not in ON_CHIP else base.strides[0]))
+        return whole
     if t._key is not None or t._data.size == 0 or base.ndim == 0:
         return (t._alloc.id, 0, max(1, base.shape[0] if base.ndim else 1), 0, int(base.nbytes))
     offset = t._data.__array_interface__["data"][0] - base.__array_interface__["data"][0]

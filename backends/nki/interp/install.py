@@ -177,7 +177,7 @@ def _isa_attrs(style: str) -> dict[str, Any]:
     table = isa.FUNCTIONS if style == "new" else isa.OLD_FUNCTIONS
     attrs: dict[str, Any] = {name: _styled(style, f"isa.{name}", fn) for name, fn in table.items()}
     attrs.update(
-        engine=isa.engine, reduce_cmd=isa.reduce_cmd, oob_mode=isa.oob_mode,
+        engine=isa.engine, reduce_cmd=isa.reduce_cmd, oob_mode=isa.oob_mode, matmul_perf_mode=isa.matmul_perf_mode,
         tensor_engine="tensor", vector_engine="vector", scalar_engine="scalar", gpsimd_engine="gpsimd", unknown_engine=None,
         nc_version=types.SimpleNamespace(gen2="gen2", gen3="gen3"),
         get_nc_version=lambda: "gen2",
@@ -204,7 +204,31 @@ def build_modules(style: str) -> dict[str, types.ModuleType]:
     root = _module("neuronxcc", {"nki": nki_mod})
     root.__path__ = []
     return {"neuronxcc": root, "neuronxcc.nki": nki_mod, "neuronxcc.nki.language": lang, "neuronxcc.nki.isa": isa_mod,
-            "neuronxcc.nki.typing": typing_mod, "neuronxcc.nki.compiler": ncc}
+            "neuronxcc.nki.typing": typing_mod, "neuronxcc.nki.compiler": ncc, **annotation_modules(lang, ncc, Tensor)}
+
+
+class TileIndex:
+    """``neuronxcc.nki.compiler.backends.neuron.indexing.TileIndex``: the SDK's type of index
+    expressions, which AWS's reference kernels import only to annotate parameters."""
+
+
+def annotation_modules(lang: types.ModuleType, ncc: types.ModuleType, tensor: Any) -> dict[str, types.ModuleType]:
+    """The SDK-internal modules AWS's reference kernels import names from for annotations and
+    sizes (``...compiler.backends.neuron.tensor.local_tile``, ``...indexing.TileIndex``,
+    ``neuronxcc.nki.language.constants.sizeinbytes``). Nothing in them touches data."""
+    lang.__path__ = []
+    ncc.__path__ = []
+    consts = _module("neuronxcc.nki.language.constants", {"sizeinbytes": lambda dt: int(core.as_dtype(dt).itemsize)})
+    backends = _module("neuronxcc.nki.compiler.backends", {})
+    neuron = _module("neuronxcc.nki.compiler.backends.neuron", {})
+    tmod = _module("neuronxcc.nki.compiler.backends.neuron.tensor", {"local_tile": tensor, "Tensor": tensor})
+    imod = _module("neuronxcc.nki.compiler.backends.neuron.indexing", {"TileIndex": TileIndex})
+    for m in (backends, neuron):
+        m.__path__ = []
+    backends.neuron, neuron.tensor, neuron.indexing, lang.constants = neuron, tmod, imod, consts
+    return {"neuronxcc.nki.language.constants": consts, "neuronxcc.nki.compiler.backends": backends,
+            "neuronxcc.nki.compiler.backends.neuron": neuron, "neuronxcc.nki.compiler.backends.neuron.tensor": tmod,
+            "neuronxcc.nki.compiler.backends.neuron.indexing": imod}
 
 
 def real_sdk(style: str) -> str | None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import math
+
 import numpy as np
 
 from autocomp.backends.nki.interp import core
@@ -124,7 +126,7 @@ OP_OBJECTS: dict[str, Op] = {}
 
 def _numpy_name(op: Any) -> str | None:
     name = getattr(op, "__name__", None)
-    if isinstance(op, np.ufunc) or name in ("sum", "max", "min", "prod", "amax", "amin", "exp", "tanh", "log", "sqrt"):
+    if isinstance(op, np.ufunc) or name in ("sum", "max", "min", "prod", "amax", "amin", "exp", "tanh", "log", "sqrt", "copy"):
         return name
     return None
 
@@ -278,6 +280,7 @@ import types as _types
 
 # ``nisa.oob_mode``: what a DMA does with elements whose index falls outside the tensor.
 oob_mode = _types.SimpleNamespace(error="error", skip="skip")
+matmul_perf_mode = _types.SimpleNamespace(none=None, double_row="double_row")
 
 
 def dma_copy(dst: Any = None, src: Any = None, *, mask: Any = None, dge_mode: Any = None, name: str = "",
@@ -305,6 +308,7 @@ def dma_copy(dst: Any = None, src: Any = None, *, mask: Any = None, dge_mode: An
             raise fail("dma-psum", f"{what} is in PSUM; DMA engines move data between HBM and SBUF only — copy PSUM to SBUF "
                        "first (nisa.tensor_copy / nl.copy)", call, "DMA endpoints: HBM and SBUF")
     values = read(src, "src", call, mask=mask)
+    whole = src._valid is None and src._all_written()
     defined = src._written_mask()
     if src._valid is not None:
         defined = defined & np.broadcast_to(src._valid, defined.shape)
@@ -331,7 +335,7 @@ def dma_copy(dst: Any = None, src: Any = None, *, mask: Any = None, dge_mode: An
         raise fail("mixed-api", "mask= belongs to the older neuronxcc.nki API", static=True)
     # Only what the source holds becomes written: the unwritten rows of a masked tail tile
     # stay unwritten in HBM, so the output check still sees them.
-    if not defined.all():
+    if not whole and not defined.all():
         defined = defined.reshape(dst.shape)
         mask = defined if mask is None else np.broadcast_to(np.asarray(mask, dtype=bool), dst.shape) & defined
     dst._store(values, None if mask is None else np.asarray(mask, dtype=bool))
@@ -356,13 +360,13 @@ def _psum_to_sbuf(t: Tensor, call: str) -> Tensor:
     return out
 
 
-def _matmul_operands(stationary: Any, moving: Any, call: str) -> tuple[Tensor, Tensor, int, int, int]:
+def _matmul_operands(stationary: Any, moving: Any, call: str, rows: int = 1) -> tuple[Tensor, Tensor, int, int, int]:
     s = _psum_to_sbuf(_on_chip(stationary, "stationary", call), call)
     m = _psum_to_sbuf(_on_chip(moving, "moving", call), call)
     if s.shape[0] != m.shape[0]:
         raise fail("shape-mismatch", f"stationary {s.shape} and moving {m.shape} must share the partition (contraction) dimension", call)
     k = s.shape[0]
-    mfree, nfree = free_size(s.shape), free_size(m.shape)
+    mfree, nfree = free_size(s.shape) // rows, free_size(m.shape) // rows
     if k > LIMITS["pmax"]:
         raise fail("matmul-limit", f"contraction (partition) size {k}", call, "matmul contraction <= 128 partitions")
     if mfree > LIMITS["stationary_fmax"]:
@@ -376,10 +380,26 @@ def nc_matmul(dst: Any = None, stationary: Any = None, moving: Any = None, *, is
               is_moving_onezero: bool = False, is_transpose: bool = False, accumulate: bool | None = None,
               tile_position: Any = (), tile_size: Any = (), perf_mode: Any = None, mask: Any = None,
               name: str = "", call: str = "nisa.nc_matmul") -> Tensor | None:
-    """dst = stationary.T @ moving on TensorE: operands in SBUF, fp32 result in PSUM."""
-    s, m, k, mfree, nfree = _matmul_operands(stationary, moving, call)
-    sv = _f32(read(s, "stationary", call)).reshape(k, mfree)
-    mv = _f32(read(m, "moving", call)).reshape(k, nfree)
+    """dst = stationary.T @ moving on TensorE: operands in SBUF, fp32 result in PSUM.
+
+    ``perf_mode`` double row (NeuronCore-v3+, FP8): both operands are (K, 2, F) and the
+    contraction runs over K and the row pair, 2K deep in one pass at the rate of one."""
+    rows = 1
+    if perf_mode is not None and "double_row" in str(getattr(perf_mode, "value", perf_mode)):
+        rows = 2
+        for name, t in (("stationary", stationary), ("moving", moving)):
+            shp = getattr(t, "shape", ())
+            if len(shp) != 3 or shp[1] != 2:
+                raise fail("shape-mismatch", f"double-row {name} must be (K, 2, F), got {shp}", call,
+                           "double_row perf_mode operands (K, 2, F)")
+    s, m, k, mfree, nfree = _matmul_operands(stationary, moving, call, rows)
+    if rows == 2:
+        k2 = 2 * k
+        sv = _f32(read(s, "stationary", call)).reshape(k2, mfree)
+        mv = _f32(read(m, "moving", call)).reshape(k2, nfree)
+    else:
+        sv = _f32(read(s, "stationary", call)).reshape(k, mfree)
+        mv = _f32(read(m, "moving", call)).reshape(k, nfree)
     result = sv.T @ mv
     out = _output(dst, (mfree, nfree), F32, call, buffer="psum", allowed=("psum",))
     if out._alloc.buffer != "psum":
@@ -436,9 +456,17 @@ def nc_transpose(dst: Any = None, data: Any = None, *, engine: Any = None, mask:
 
 # ---------------------------------------------------------------------------- Vector/Scalar/GpSimd
 def _elementwise_shape(a: Tensor, b: Tensor, call: str) -> tuple[int, ...]:
+    if a.shape[0] == b.shape[0] and free_size(b.shape) == 1 and free_size(a.shape) > 1:
+        return a.shape  # a (P, 1) column broadcast along the free axis (AWS's reference kernels do this)
     if a.shape[0] != b.shape[0] or free_size(a.shape) != free_size(b.shape):
         raise fail("shape-mismatch", f"data1 {a.shape} and data2 {b.shape} must have the same partitions and elements per partition", call)
     return a.shape
+
+
+def _as_operand(values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    if values.size == shape[0] and values.size != math.prod(shape):
+        return values.reshape((shape[0],) + (1,) * (len(shape) - 1))
+    return values.reshape(shape)
 
 
 def tensor_tensor(dst: Any = None, data1: Any = None, data2: Any = None, op: Any = None, *, engine: Any = None,
@@ -451,7 +479,7 @@ def tensor_tensor(dst: Any = None, data1: Any = None, data2: Any = None, op: Any
     shape = _elementwise_shape(a, b, call)
     eng = _engine(engine, "gpsimd" if o.name == "power" else "vector", ("vector", "gpsimd"), call)
     with np.errstate(all="ignore"):
-        values = o.fn(_f32(read(a, "data1", call, mask)), _f32(read(b, "data2", call, mask)).reshape(shape))
+        values = o.fn(_f32(read(a, "data1", call, mask)), _as_operand(_f32(read(b, "data2", call, mask)), shape))
     out = _output(dst, shape, dtype or _wider(a, b), call)
     _write(out, values, mask)
     _consume(a, b)
@@ -718,8 +746,8 @@ FUNCTIONS: dict[str, Callable[..., Any]] = {
 # neuronxcc.nki's instructions take no dst and return a new tile; these adapters give them
 # their older signatures and route to the shared implementations above.
 def _old_nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
-                   mask=None, **kw):
-    return nc_matmul(None, stationary, moving, is_transpose=is_transpose, mask=mask)
+                   mask=None, perf_mode=None, **kw):
+    return nc_matmul(None, stationary, moving, is_transpose=is_transpose, mask=mask, perf_mode=perf_mode)
 
 
 def _old_nc_transpose(data, *, engine=None, mask=None, dtype=None, **kw):
@@ -925,3 +953,117 @@ def _old_dma_transpose(src, *, axes=None, dtype=None, mask=None, **kw):
 
 OLD_FUNCTIONS.update(tensor_tensor_scan=_old_tensor_tensor_scan, tensor_scalar_reduce=_old_tensor_scalar_reduce,
                      affine_select=_old_affine_select, dma_transpose=_old_dma_transpose)
+
+
+# ---------------------------------------------------------------------------- MX (microscaling)
+# NeuronCore-v4 Matmul-MX / Quantize-MX (nki.isa.nc_matmul_mx, quantize_mx): data tiles hold
+# ``*_x4`` elements (4 FP8 or FP4 values each); every scaling group of 8 partitions x 1 x4
+# element (32 values) shares one uint8 power-of-two exponent (bias 127). Scales of the 8-row
+# block b sit on partition (b // 4) * 32 + b % 4: four per 32-partition quadrant.
+_MX_LIMITS = {"float8_e5m2": (57344.0, 15), "float8_e4m3fn": (448.0, 8), "float4_e2m1fn": (6.0, 2)}
+
+
+def _mx_elem(fmt: str) -> np.dtype:
+    import ml_dtypes
+    return np.dtype(getattr(ml_dtypes, fmt))
+
+
+def _mx_unpack(raw: np.ndarray, fmt: str) -> np.ndarray:
+    """(P, F) packed x4 integers -> (P, F, 4) float32 values."""
+    raw = np.ascontiguousarray(raw)
+    p, f = raw.shape
+    if fmt == "float4_e2m1fn":
+        b = raw.astype(np.uint16).view(np.uint8).reshape(p, f, 2)
+        nib = np.stack([b & 0xF, b >> 4], axis=-1).reshape(p, f, 4).astype(np.uint8)
+        return nib.view(_mx_elem(fmt)).astype(np.float32)
+    return raw.astype(np.uint32).view(np.uint8).reshape(p, f, 4).view(_mx_elem(fmt)).astype(np.float32)
+
+
+def _mx_pack(values: np.ndarray, fmt: str) -> np.ndarray:
+    """(P, F, 4) values already in the element format -> (P, F) packed integers."""
+    q = np.ascontiguousarray(values.astype(_mx_elem(fmt))).view(np.uint8)
+    p, f = q.shape[:2]
+    if fmt == "float4_e2m1fn":
+        q = q.reshape(p, f, 2, 2)
+        return ((q[..., 0] & 0xF) | ((q[..., 1] & 0xF) << 4)).astype(np.uint8).reshape(p, f * 2).view(np.uint16)
+    return q.reshape(p, f * 4).view(np.uint32)
+
+
+def _mx_scale_rows(p: int) -> np.ndarray:
+    blocks = np.arange(-(-p // 8))
+    return (blocks // 4) * 32 + blocks % 4
+
+
+def _mx_operand(t: Any, scale: Any, what: str, call: str) -> tuple[Tensor, Tensor, np.ndarray]:
+    t = _on_chip(t, what, call, allow_psum=False)
+    fmt = core.mx_format(t.dtype)
+    if fmt is None or t.ndim != 2:
+        raise fail("bad-dtype", f"{what} must be a 2-D MX tile (nl.float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4), "
+                   f"got {t.shape} {core.dtype_name(t.dtype)}", call)
+    s = _on_chip(scale, what + "_scale", call, allow_psum=False)
+    p, f = t.shape
+    if p % 8 or p > LIMITS["pmax"]:
+        raise fail("shape-mismatch", f"{what} has {p} partitions; MX tiles need a multiple of 8, at most 128", call)
+    rows = _mx_scale_rows(p)
+    if s.ndim != 2 or s.shape[0] <= rows.max() or s.shape[1] < f:
+        raise fail("shape-mismatch", f"{what}_scale {s.shape} must hold scale rows {rows.tolist()} and {f} columns", call)
+    sv = read(s[rows[:, None], np.arange(f)[None, :]], what + "_scale", call).astype(np.float32)
+    values = _mx_unpack(read(t, what, call), fmt) * np.repeat(np.exp2(sv - 127.0), 8, axis=0)[:p, :, None]
+    return t, s, values
+
+
+def nc_matmul_mx(dst: Any = None, stationary: Any = None, moving: Any = None, stationary_scale: Any = None,
+                 moving_scale: Any = None, *, accumulate: bool | None = None, name: str = "",
+                 call: str = "nisa.nc_matmul_mx", **kw: Any) -> None:
+    """dst = stationary.T @ moving over K partitions x 4 packed values, each group scaled."""
+    s, ss, sv = _mx_operand(stationary, stationary_scale, "stationary", call)
+    m, ms, mv = _mx_operand(moving, moving_scale, "moving", call)
+    if s.shape[0] != m.shape[0]:
+        raise fail("shape-mismatch", f"stationary {s.shape} and moving {m.shape} must share the partition dimension", call)
+    if s.shape[1] > LIMITS["stationary_fmax"] or m.shape[1] > LIMITS["moving_fmax"]:
+        raise fail("matmul-limit", f"stationary {s.shape}, moving {m.shape}", call, "stationary <= 128x128, moving <= 128x512 x4 elements")
+    result = np.einsum("kiq,kjq->ij", sv, mv, optimize=True)
+    out = _output(dst, (s.shape[1], m.shape[1]), F32, call, buffer="psum", allowed=("psum",))
+    acc = accumulate if accumulate is not None else bool(out._all_written())
+    if acc:
+        result = _f32(read(out, "dst (accumulate)", call)) + result.reshape(out.shape)
+    _write(out, result.reshape(out.shape))
+    _consume(s, m, ss, ms)
+    record("nc_matmul", "tensor", s.shape[0], m.shape[1], 1, [s, m, ss, ms] + ([out] if acc else []), [out],
+           stationary_free=s.shape[1])
+    return None
+
+
+def quantize_mx(dst: Any = None, src: Any = None, dst_scale: Any = None, *, name: str = "",
+                call: str = "nisa.quantize_mx", **kw: Any) -> None:
+    """Quantize a (P, 4F) bf16/fp16 tile to a (P, F) MX tile: per group of 8 partitions x 4
+    values the scale is the largest float32 exponent less the format's largest exponent;
+    values are divided by it, saturated and rounded to nearest even (VectorE)."""
+    x = _on_chip(src, "src", call, allow_psum=False)
+    out = core.require_tensor(dst, "dst", call)
+    fmt = core.mx_format(out.dtype)
+    if fmt is None or fmt == "float4_e2m1fn":
+        raise fail("bad-dtype", f"dst must be nl.float8_e5m2_x4 or nl.float8_e4m3fn_x4, got {core.dtype_name(out.dtype)}", call)
+    p, f4 = x.shape[0], free_size(x.shape)
+    if p % 8 or f4 % 4 or out.shape[0] != p or free_size(out.shape) != f4 // 4:
+        raise fail("shape-mismatch", f"src {x.shape} and dst {out.shape}: dst must be (P, F/4), P a multiple of 8", call)
+    vmax, emax = _MX_LIMITS[fmt]
+    vals = _f32(read(x, "src", call)).reshape(p, f4)
+    exp = (vals.view(np.uint32) >> 23) & 0xFF
+    block = exp.reshape(p // 8, 8, f4 // 4, 4).max(axis=(1, 3)).astype(np.int64) - emax
+    scale = (block % 256).astype(np.uint8)
+    factor = np.exp2(scale.astype(np.float64) - 127.0)
+    q = np.clip(vals / np.repeat(np.repeat(factor, 8, axis=0), 4, axis=1), -vmax, vmax)
+    _write(out, _mx_pack(q.reshape(p, f4 // 4, 4), fmt).reshape(out.shape))
+    sc = core.require_tensor(dst_scale, "dst_scale", call)
+    rows = _mx_scale_rows(p)
+    if sc.ndim != 2 or sc.shape[0] <= rows.max() or sc.shape[1] < f4 // 4:
+        raise fail("shape-mismatch", f"dst_scale {sc.shape} must hold scale rows {rows.tolist()} and {f4 // 4} columns", call)
+    view = sc[rows[:, None], np.arange(f4 // 4)[None, :]]
+    view._store(scale.astype(np.float32))
+    _consume(x)
+    record("quantize_mx", "vector", p, f4, x.dtype.itemsize, [x], [out, sc])
+    return None
+
+
+FUNCTIONS.update(nc_matmul_mx=nc_matmul_mx, quantize_mx=quantize_mx)

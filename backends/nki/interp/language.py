@@ -86,9 +86,8 @@ class _Range:
         self.values = range(*[int(a) for a in args])
 
     def __iter__(self) -> Iterator[int]:
-        if self.kind == "affine_range" and STATE.reverse_affine:
-            return iter(reversed(self.values))
-        return iter(self.values)
+        values = reversed(self.values) if self.kind == "affine_range" and STATE.reverse_affine else self.values
+        return core.iterate_loop(values, len(self.values), self.kind == "affine_range", STATE.loops, STATE.loop_ids)
 
     def __len__(self) -> int:
         return len(self.values)
@@ -113,8 +112,10 @@ def program_id(axis: int = 0) -> int:
     return ids[axis]
 
 
-def num_programs(axis: int = 0) -> int:
+def num_programs(axis: int = 0, axes: Any = None) -> int:
     grid = STATE.grid or (1,)
+    if axes is not None:  # the older API's spelling
+        axis = axes
     return grid[axis] if axis < len(grid) else 1
 
 
@@ -407,13 +408,14 @@ def _setitem(target: Tensor, key: Any, value: Any) -> None:
             return
         core.check_bounds(src, None, "value", "tensor[...] =")
         values = src._values()
-        defined = src._written_mask()
         if values.shape != view.shape and values.size == int(np.prod(view.shape)):
             values = values.reshape(view.shape)
-            defined = defined.reshape(view.shape)
         # Naming a result moves what it holds: a tile loaded under a mask stays partly
         # unwritten (reads of it are checked where it is used).
-        view._store(values, None if defined.all() else defined)
+        if src._all_written():
+            view._store(values)
+        else:
+            view._store(values, src._written_mask().reshape(view.shape))
         if not (src._fresh and src._alloc.buffer == view._alloc.buffer):
             record("tensor_copy", "vector", view.shape[0], free_size(view.shape), max(src.dtype.itemsize, view.dtype.itemsize), [src], [view])
         elif src._producer >= 0:
@@ -435,8 +437,11 @@ def _inplace(name: str, target: Tensor, value: Any) -> Tensor:
             and target._alloc.buffer == "psum"):
         # A matmul accumulation group starts from zero: elements of the PSUM tile that no
         # earlier instruction wrote count as 0 (what the compiler's first matmul does).
-        prev = np.where(target._written_mask(), isa._f32(target._values()), np.float32(0))
-        target._store(prev + isa._f32(value._values()).reshape(prev.shape))
+        add = isa._f32(value._values()).reshape(target.shape)
+        if target._all_written():
+            target._store(isa._f32(target._values()) + add)
+        else:
+            target._store(np.where(target._written_mask(), isa._f32(target._values()), np.float32(0)) + add)
         core.amend(value._producer, reads=(core.region(target),), writes=(core.region(target),))
         value._fresh = False
         target._fresh = "inplace"

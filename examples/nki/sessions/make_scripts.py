@@ -81,7 +81,7 @@ PLANS: dict[str, list[tuple[str | list[str], str]]] = {
          "reduce_res=ssq) on ScalarE (ssq a (128, 1) fp32 SBUF tile).\n"
          "3. rstd = (ssq / D + eps) ** -0.5 with two tensor_scalar ops on the (128, 1) tile (multiply+add, then "
          "power -0.5), which also removes the ScalarE table switch."),
-        (["y = nl.add(nl.multiply(xn, g), b)", "activation_reduce"],
+        (["y = nl.add(nl.multiply(xn, g), b)", "sq = nisa.activation_reduce("],
          "[layernorm-step-3] Statistics with bn_stats/bn_aggr and fused scale-and-shift.\n"
          "1. VectorE still makes five full passes per tile (mean, subtract, normalise, * gamma, + beta).\n"
          "2. Get mean and variance from nisa.bn_stats(xt) (one pass, D = 512 fits one call) and nisa.bn_aggr "
