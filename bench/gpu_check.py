@@ -246,7 +246,8 @@ async def main_async(args: argparse.Namespace) -> int:
     text = table(phase1, phase2)
     print()
     print(text)
-    print(f"\nmetric: median ms (cuda events, {', '.join(gpu.gpu_names()) or 'n/a'}), >= 100 trials, L2 flushed per trial; "
+    print(f"\nmetric: median ms (runner clock, {', '.join(gpu.gpu_names()) or 'n/a'}, transfers subtracted), >= 100 trials, "
+          "fresh inputs per trial, candidate in its own process; "
           f"'ref' is PyTorch (Model) for .py problems and the original kernel for .cu; total {time.monotonic() - started:.0f} s")
     (out / "gpu_check.txt").write_text(text + "\n")
     (out / "gpu_check.json").write_text(json.dumps({

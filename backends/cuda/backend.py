@@ -23,6 +23,7 @@ from autocomp.backends import cscan
 from autocomp.backends.base import Backend, BackendError, TierInfo, ToolCheck
 from autocomp.backends.cuda import annotations, detect, gpu, harness, inline, pyvalidate, remote, static_checks
 from autocomp.backends.cuda.compile import DEFAULT_ARCH, CompileResult, Compiler, default_cache_dir, find_nvcc, map_lines, nvcc_version
+from autocomp.backends.cuda.headroom import headroom as roofline_headroom
 from autocomp.model import Evaluation, KernelSpan, Metric, Problem, Verdict
 from autocomp.sandbox import cpu_slots
 
@@ -102,6 +103,8 @@ class CudaBackend(Backend):
         """The architecture candidates are compiled for: prompts offer only its features
         (``wgmma`` needs ``sm_90a``; see prompts/cuda/menu.toml)."""
         return {**super().prompt_context(problem), "arch": self.arch}
+
+    headroom = staticmethod(roofline_headroom)  # roofline floor when a GPU timed it (see .headroom)
 
     def tier(self) -> TierInfo:
         if self.remote_command:

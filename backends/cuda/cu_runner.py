@@ -26,7 +26,6 @@ double (tests/cuda/test_cuda_cu_runner.py); on a GPU by tests/cuda/test_cuda_gpu
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import secrets
@@ -35,9 +34,9 @@ import struct
 import subprocess
 import sys
 import time
-import traceback
 from typing import Any
 
+from autocomp.backends.cuda import runner_main
 from autocomp.backends.cuda.harness_cu import (MAGIC, OP_CHECK, OP_PING, OP_PROFILE, OP_QUIT, OP_RUN, STATUS_OK,
                                                compare_buffers)
 
@@ -261,45 +260,11 @@ class Runner:
                     child.close()
 
 
-def _nondumpable() -> None:
-    """No ptrace, /proc/<pid>/mem or environ of this process for its children."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
-    except (OSError, AttributeError):
-        pass
-
-
-def _emit(result: dict[str, Any]) -> None:
-    data = json.dumps(result).encode()
-    try:
-        os.write(3, data)
-        os.close(3)
-    except OSError:
-        sys.stdout.write(json.dumps(result) + "\n")
-
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("spec")
-    args = parser.parse_args(argv)
-    _nondumpable()
-    with open(args.spec) as fh:
-        spec = json.load(fh)
-    try:
-        import numpy  # noqa: F401
-    except ImportError:
-        _emit({"stage": "setup", "error": "NumPy is not installed where the .cu runner runs; pip install numpy"})
-        return 0
-    try:
-        result = Runner(spec).run()
-    except Exception:
-        result = {"stage": "reference", "error": traceback.format_exc(limit=6)}
-    _emit(result)
-    return 0
+    return runner_main.main(__doc__.splitlines()[0], lambda spec: Runner(spec).run(), "numpy",
+                            "NumPy is not installed where the .cu runner runs; pip install numpy", argv)
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     sys.exit(main())

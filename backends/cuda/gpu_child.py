@@ -22,7 +22,7 @@ import sys
 import traceback
 from typing import Any
 
-from autocomp.backends.cuda import gpu_wire
+from autocomp.backends.cuda import gpu_wire, runner_main
 
 
 def _load_module(path: str, name: str) -> Any:
@@ -128,18 +128,8 @@ class Child:
         return {"ok": True, "tensors": descs, "inputs_changed": changed, "kernels": kernels}, chunks
 
 
-def _nondumpable() -> None:
-    """Neither sibling (reference or candidate) may read the other's memory."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
-    except (OSError, AttributeError):
-        pass
-
-
 def main() -> int:
-    _nondumpable()
+    runner_main.nondumpable()  # neither sibling (reference or candidate) may read the other's memory
     device = sys.argv[1] if len(sys.argv) > 1 else "cuda"
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     # what the model prints must not corrupt the wire: from here on print() goes to stderr

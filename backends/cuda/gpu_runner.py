@@ -27,7 +27,6 @@ The verdict (JSON) is written to descriptor 3 only.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import secrets
@@ -35,25 +34,14 @@ import statistics
 import subprocess
 import sys
 import time
-import traceback
 from typing import Any
 
-from autocomp.backends.cuda import gpu_wire
+from autocomp.backends.cuda import gpu_wire, runner_main
 
 
 def _tolerance(dtype: str) -> float:
     return 1e-2 if dtype in ("float16", "bfloat16") else 1e-4
 
-
-def _nondumpable() -> None:
-    """No ptrace, /proc/<pid>/mem or environ of this process for its children."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
-    except (OSError, AttributeError):
-        pass
 
 
 class ChildProcess:
@@ -253,35 +241,11 @@ class Runner:
                     child.close()
 
 
-def _emit(result: dict[str, Any]) -> None:
-    data = json.dumps(result).encode()
-    try:
-        os.write(3, data)
-        os.close(3)
-    except OSError:
-        sys.stdout.write(json.dumps(result) + "\n")
-
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("spec")
-    args = parser.parse_args(argv)
-    _nondumpable()
-    with open(args.spec) as fh:
-        spec = json.load(fh)
-    try:
-        import torch  # noqa: F401
-    except ImportError:
-        _emit({"stage": "setup", "error": "PyTorch is not installed where the GPU runner runs; install torch with CUDA"})
-        return 0
-    try:
-        result = Runner(spec).run()
-    except Exception:
-        result = {"stage": "reference", "error": traceback.format_exc(limit=6)}
-    _emit(result)
-    return 0
+    return runner_main.main(__doc__.splitlines()[0], lambda spec: Runner(spec).run(), "torch",
+                            "PyTorch is not installed where the GPU runner runs; install torch with CUDA", argv)
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
     sys.exit(main())

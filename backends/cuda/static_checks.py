@@ -63,6 +63,7 @@ ALLOWED_INCLUDES = {
     "cuda.h", "cuda_runtime.h", "cuda_runtime_api.h", "device_launch_parameters.h", "device_functions.h",
     "cuda_fp16.h", "cuda_bf16.h", "cuda_fp8.h", "mma.h", "cooperative_groups.h", "cooperative_groups/reduce.h",
     "cooperative_groups/memcpy_async.h", "cuda/pipeline", "cuda/barrier", "cuda/std/cstdint", "cuda/atomic",
+    "cuda_pipeline.h", "cuda_pipeline_primitives.h",  # __pipeline_* async-copy intrinsics (device code only)
     "math.h", "cmath", "math_constants.h", "stdint.h", "cstdint", "cstddef", "stddef.h", "cfloat", "float.h", "climits",
     "limits.h", "limits", "algorithm", "vector", "array", "tuple", "utility", "type_traits", "cassert", "assert.h",
     "stdio.h", "cstdio", "initializer_list", "numeric", "functional", "string", "sstream", "iostream", "cub/cub.cuh",

@@ -127,12 +127,15 @@ def instr_cost(ins: Instr, p: dict[str, float], last_func: list[str | None]) -> 
 _FUSIBLE = ("vector", "scalar", "gpsimd")
 
 
-def vectorized_groups(trace: list[Instr], max_trip: int) -> dict[int, int]:
+def vectorized_groups(trace: list[Instr], max_trip: int, short: float = 64) -> dict[int, int]:
     """The compiler's loop vectorization (NKI docs, ``nl.affine_range``: it "allows Neuron
     compiler to perform additional loop-level optimizations, such as loop vectorization"):
     the iterations of an innermost ``affine_range`` loop of at most ``max_trip`` iterations
     whose bodies issue the same compute instructions (same op, engine and shape, in the same
-    order) run as one instruction per body position, ``trip`` times as wide. Returns, for the
+    order) run as one instruction per body position, ``trip`` times as wide, when that pays:
+    the body's instructions are short (fewer than ``short`` elements per partition, below
+    the engines' minimum initiation interval, so fixed costs dominate them) and no two
+    iterations write the same bytes (no accumulation across iterations). Returns, for the
     first instance of each fused instruction, the trip count it stands for; the other
     instances are folded into it (index -> 0). One pass over the trace."""
     if max_trip < 2:
@@ -160,8 +163,10 @@ def vectorized_groups(trace: list[Instr], max_trip: int) -> dict[int, int]:
         if uid in outer:
             continue
         sig = [(trace[i].op, trace[i].engine, trace[i].partitions, trace[i].free, trace[i].dtype_bytes) for i in body[0]]
-        if not sig or any(len(b) != len(sig) for b in body):
+        if not sig or any(len(b) != len(sig) for b in body) or any(x[3] >= short for x in sig):
             continue
+        if any(trace[i].writes and trace[i].writes == trace[j].writes for i, j in zip(body[0], body[1])):
+            continue  # the iterations accumulate into the same tile
         if any((trace[i].op, trace[i].engine, trace[i].partitions, trace[i].free, trace[i].dtype_bytes) != sig[k]
                for b in body[1:] for k, i in enumerate(b)):
             continue
@@ -218,7 +223,7 @@ def estimate(trace: list[Instr], params: dict[str, float] | None = None,
     per_line: dict[tuple[int, str, str], list[float]] = {}
     last_func: list[str | None] = [None]
     finish = 0.0
-    fused = vectorized_groups(trace, int(p.get("vectorize_max_trip", 0)))
+    fused = vectorized_groups(trace, int(p.get("vectorize_max_trip", 0)), p["vector_min_ii"])
     for idx, ins in enumerate(trace):
         width = fused.get(idx)
         if width is None:

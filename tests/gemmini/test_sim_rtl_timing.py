@@ -298,7 +298,7 @@ def test_host_core_costs_per_instruction_class_and_dcache(tmp_path):
     assert ld_i < ld_c < 2 * ld_i
     # ... and (nearly) every strided load misses the 16 KiB L1 with it
     ld_c2 = int(cached.stdout.split()[2])
-    assert ld_c2 > ld_c + 2048 * 30
+    assert ld_c2 > ld_c + 2048 * 20  # each miss refills from the L2 (L2_HIT_LATENCY + replay)
 
 
 def test_backend_limit_is_per_measured_call_and_reported_as_timeout():

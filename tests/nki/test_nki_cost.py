@@ -133,10 +133,12 @@ def test_dma_transfers_share_bandwidth_and_the_estimate_is_linear_in_trace_lengt
     import time
 
     p = load_params()
-    dma = Instr("dma_copy", "dma", 1, 128, 512, 4, ((-1, 0, 1, 0, 1 << 18),), ((1, 0, 128, 0, 2048),),
-                {"bytes": 1 << 18, "chunk_bytes": 2048})
-    one = estimate([dma]).cycles
-    many = estimate([dma] * 64).cycles  # same bytes 64 times: bandwidth-bound, not latency-bound
+    def dma(i):
+        return Instr("dma_copy", "dma", 1, 128, 512, 4, ((-1, 0, 1, 0, 1 << 18),), ((1 + i, 0, 128, 0, 2048),),
+                     {"bytes": 1 << 18, "chunk_bytes": 2048})
+
+    one = estimate([dma(0)]).cycles
+    many = estimate([dma(i) for i in range(64)]).cycles  # 64 loads into 64 tiles: bandwidth-bound, not latency-bound
     assert many >= 64 * ((1 << 18) / p["hbm_bytes_per_cycle"]) and many < 64 * one
 
     def timed(n):

@@ -43,6 +43,20 @@ def placed_in_loop(x):
 
 
 @nki.jit
+def small_columns(x):
+    # a short affine loop of identical narrow ops: the compiler vectorizes it (cost model)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    r = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    for j in nl.affine_range(64):
+        r[:, j:j + 1] = nisa.tensor_reduce(np.add, t[:, j * 4:(j + 1) * 4], axis=[1], keepdims=True)
+    for i in nl.sequential_range(2):
+        nl.store(out[:, i * 64:(i + 1) * 64], value=nl.multiply(r, 1.0))
+    nl.store(out[:, 128:256], value=nl.copy(t[:, 0:128]))
+    return out
+
+
+@nki.jit
 def double_row(a, b, col):
     # a: (128, 2, 128) fp8 stationary row pairs, b: (128, 2, 512) moving; col: (128, 1)
     out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
@@ -205,3 +219,17 @@ def test_quantize_mx_then_matmul_mx_is_exact_on_representable_values(new, rng):
     res = _both_ways(path, mod, "mx_quantized", [st.astype(ml_dtypes.bfloat16), mv.astype(ml_dtypes.bfloat16)])
     want = np.einsum("kiq,kjq->ij", st.reshape(32, 128, 4), mv.reshape(32, 64, 4))
     np.testing.assert_array_equal(res.outputs[0], want)
+
+
+def test_loop_context_travels_with_the_trace_and_short_affine_loops_vectorize(old, rng):
+    from autocomp.backends.nki.cost import PARAMS, vectorized_groups
+
+    mod, path = old
+    x = rng.standard_normal((128, 256)).astype(np.float32)
+    res = _both_ways(path, mod, "small_columns", [x])  # same trace, loop context included
+    sums = x.reshape(128, 64, 4).sum(-1)
+    np.testing.assert_allclose(res.outputs[0][:, :128], np.concatenate([sums, sums], 1), rtol=1e-5)
+    loops = [i.info["loop"] for i in res.trace if "loop" in i.info]
+    assert {tuple(l[1::3]) for l in loops} == {(64, 1), (2, 0)}  # (trip, affine) of the two loops
+    fused = vectorized_groups(res.trace, int(PARAMS["vectorize_max_trip"]), PARAMS["vector_min_ii"])
+    assert sorted(fused.values()).count(64) == 1 and len(fused) == 64

@@ -46,6 +46,20 @@ __global__ void k(const float* x, float* y) {
   __syncthreads();
   y[threadIdx.x] = buf[0][threadIdx.x];
 }'''),
+    "cuda_pipeline.h primitives": (("__pipeline_memcpy_async", "__pipeline_commit", "__pipeline_wait_prior"), "sm_80", r'''
+#include <cuda_pipeline.h>
+__global__ void k(const float4* x, float4* y) {
+  __shared__ float4 buf[2][128];
+  __pipeline_memcpy_async(&buf[0][threadIdx.x], &x[threadIdx.x], sizeof(float4));
+  __pipeline_commit();
+  __pipeline_memcpy_async(&buf[1][threadIdx.x], &x[128 + threadIdx.x], sizeof(float4));
+  __pipeline_commit();
+  __pipeline_wait_prior(1);
+  float4 a = buf[0][threadIdx.x];
+  __pipeline_wait_prior(0);
+  float4 b = buf[1][threadIdx.x];
+  y[threadIdx.x] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+}'''),
     "cuda::memcpy_async with a barrier": (("memcpy_async",), "sm_80", r'''
 #include <cuda/barrier>
 #include <cooperative_groups.h>
@@ -156,7 +170,8 @@ def test_every_named_feature_of_the_menu_has_a_probe():
     """Menu options that name a specific API or instruction are covered by a probe."""
     words = [w for ws, _, _ in PROBES.values() for w in ws]
     named = ("wgmma", "cp.async", "wmma", "mma.sync", "__shfl", "float4", "__ldg", "__cluster_dims__", "cudaFuncSetAttribute",
-             "#pragma unroll", "template", "atomicAdd", "memcpy_async")
+             "#pragma unroll", "template", "atomicAdd", "memcpy_async", "__pipeline_memcpy_async",
+             "__pipeline_commit", "__pipeline_wait_prior")
     for arch in ("sm_80", "sm_90", "sm_90a"):
         for option in _menu(arch):
             for n in named:

@@ -787,7 +787,11 @@ class gemmini_t : public extension_t {
   // lines; a request to a line it holds returns after L2_HIT_LATENCY, else after DMA_LATENCY.
   std::vector<uint64_t> l2_tag = std::vector<uint64_t>(L2_SETS * L2_WAYS, 0), l2_use = std::vector<uint64_t>(L2_SETS * L2_WAYS, 0);
   uint64_t l2_tick = 0, l2_hits = 0, l2_misses = 0;
-  uint64_t l2_latency(uint64_t addr) {
+  // `whole_line_write`: a DMA write of one whole aligned line. On a miss the L2 then asks the
+  // outer side for write permission only (InclusiveCache MSHR.scala: a full-block PutFullData
+  // sends AcquirePerm, not AcquireBlock), which the TLCacheCork below it grants at once
+  // (CacheCork.scala: "AcquirePerm => instant response"): no DRAM round trip.
+  uint64_t l2_latency(uint64_t addr, bool whole_line_write = false) {
     uint64_t line = addr / L2_LINE_BYTES + 1, set = line % L2_SETS;
     uint64_t* tag = &l2_tag[set * L2_WAYS];
     uint64_t* use = &l2_use[set * L2_WAYS];
@@ -799,7 +803,7 @@ class gemmini_t : public extension_t {
     tag[victim] = line;
     use[victim] = ++l2_tick;
     l2_misses++;
-    return DMA_LATENCY;
+    return whole_line_write ? L2_HIT_LATENCY : DMA_LATENCY;
   }
   uint64_t tlb_misses = 0, dma_read_reqs = 0, dma_write_reqs = 0;
   // FrontendTLB: TLB_ENTRIES fully associative, LRU; a miss costs TLB_MISS_CYCLES.
@@ -833,7 +837,7 @@ class gemmini_t : public extension_t {
         uint64_t& slot = e.slot[e.n % DMA_MAX_INFLIGHT];
         if (slot > t) t = slot;
         uint64_t resp;
-        const uint64_t lat = l2_latency(a);
+        const uint64_t lat = l2_latency(a, write && len == L2_LINE_BYTES && a % L2_LINE_BYTES == 0);
         if (write) l1_invalidate(a);
         if (write) {  // the request carries its data beats; the ack returns DMA_LATENCY later
           uint64_t data = t > e.bus_free ? t : e.bus_free;
