@@ -136,6 +136,20 @@ class Backend(abc.ABC):
         cannot tell. Must be cheap and must not run candidate code."""
         return ""
 
+    async def tunables(self, problem: Problem) -> Any:
+        """The kernel's tunable integer constants as an :class:`autocomp.tuning.space.Space`
+        (``autocomp tune``), or None. Default: ``find_space(problem, backend)`` (sync or async)
+        of the target package's ``tunables`` module when it has one."""
+        import importlib
+        import importlib.util
+        import inspect
+
+        package = type(self).__module__.rpartition(".")[0]
+        if not package or importlib.util.find_spec(f"{package}.tunables") is None:
+            return None
+        found = importlib.import_module(f"{package}.tunables").find_space(problem, self)
+        return await found if inspect.isawaitable(found) else found
+
     def tier(self) -> TierInfo:
         """The evaluator tier that will be used on this machine."""
         return TierInfo(name=self.name, confirms=True)

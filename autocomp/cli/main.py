@@ -1,4 +1,4 @@
-"""The ``autocomp`` command: optimize, eval, runs, show, doctor, lsp."""
+"""The ``autocomp`` command: optimize, eval, tune, runs, show, doctor, lsp."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from autocomp import __version__
-from autocomp.cli import doctor, evaluate, optimize, runs
+from autocomp.cli import doctor, evaluate, optimize, runs, tune
 from autocomp.backends import BackendError
 from autocomp.cli.common import EXIT_USAGE, err
 from autocomp.errors import UserError
@@ -24,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     optimize.add_parser(sub)
     evaluate.add_parser(sub)
+    tune.add_parser(sub)
     runs.add_parsers(sub)
     doctor.add_parser(sub)
     lsp = sub.add_parser("lsp", help="run the language server (stdio; --tcp HOST:PORT for debugging)", add_help=False)

@@ -224,8 +224,8 @@ class Harness:
     def limits(self, oracle: "Oracle | None" = None) -> tuple[float, int]:
         """(seconds, bytes) a run may use: the settings, raised for a candidate in proportion
         to what the original needed."""
-        if oracle is None:
-            return self.timeout, self.memory_bytes
+        if oracle is None:  # the original: the setting per input set it runs on
+            return self.timeout * max(1, len(self.seeds)), self.memory_bytes
         return (max(self.timeout, TIME_FACTOR * oracle.seconds),
                 max(self.memory_bytes, MEMORY_BASE + MEMORY_PER_DATA_BYTE * oracle.data_bytes))
 
@@ -249,14 +249,20 @@ class Harness:
         try:
             async with sem:
                 seconds, memory = self.limits(oracle)
+                # The results channel may carry what the child may hold: it grows with the
+                # problem through the memory limit (inputs, outputs and arguments of every seed).
+                channel_limit = max(CHANNEL_LIMIT, memory)
                 proc = await run_limited([self.python, "-I", "-m", "autocomp.backends.nki.runner"], cwd=workdir,
                                          timeout=seconds, memory_bytes=memory, env=CHILD_ENV,
                                          stdin_data=stdin, isolation=Isolation(readable=readable),
-                                         channel=True, channel_limit=CHANNEL_LIMIT)
+                                         channel=True, channel_limit=channel_limit)
             log = proc.tail(3000).replace(kernel, "<kernel>")
             if proc.timed_out:
                 return ChildRun(False, {}, timed_out=True, log=log, seconds=proc.seconds)
             data, trace, arrays, problem = parse_channel(proc.channel)
+            if data is None and len(proc.channel or b"") >= channel_limit:
+                problem = (f"its results reached the channel limit of {channel_limit >> 20} MiB (the memory limit); "
+                           "raise it with autocomp.target.nki.memory_mb")
             if data is None:
                 return ChildRun(False, {"status": "error", "error": {"kind": "crash", "message":
                                 f"the kernel process ended (exit {proc.returncode}) without a result ({problem}); if it ran "
@@ -278,8 +284,9 @@ class Harness:
                                     {"rng_seeds": [self.rng_seeds[s] for s in self.seeds]}, _source_dir(problem))
         if not run.ok:
             if run.timed_out:
-                raise BackendError(f"{problem.path}: the original kernel did not finish within {self.timeout:.0f}s in the NKI "
-                                   "interpreter; raise the limit with the setting autocomp.target.nki.timeout (seconds)")
+                raise BackendError(f"{problem.path}: the original kernel did not finish within {self.limits()[0]:.0f}s in the "
+                                   f"NKI interpreter (the setting autocomp.target.nki.timeout = {self.timeout:.0f} s per input "
+                                   f"set, {len(self.seeds)} input sets); raise it with autocomp.target.nki.timeout (seconds)")
             err = run.data.get("error", {})
             raise BackendError(f"{problem.path}: the original kernel {problem.name!r} fails in the NKI interpreter: "
                                f"{err.get('message', run.log)}".replace("<kernel>", problem.path))

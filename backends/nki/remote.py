@@ -394,7 +394,7 @@ class KernelProcess:
                     raise ValueError("bad buffer tiles")
                 if base is not None and (not isinstance(base, int) or isinstance(base, bool)):
                     raise ValueError("bad buffer base address")
-                return core.buffer_with_tiles(str(buf), tiles, base)
+                return core.buffer_with_tiles(str(buf), tiles, base, traced=False)
             return buf
         if "nd" in x:
             if not arrays:

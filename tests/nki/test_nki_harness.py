@@ -240,3 +240,20 @@ def test_inputs_come_from_secret_seeds_unless_public_seeds(tmp_path):
     a, b = first_input({}), first_input({})
     assert not np.array_equal(a, guessed) and not np.array_equal(a, b)
     np.testing.assert_array_equal(first_input({"public_seeds": True}), guessed)
+
+
+def test_limits_scale_with_the_problem_and_name_the_setting():
+    from types import SimpleNamespace
+
+    from autocomp.backends.nki.harness import MEMORY_BASE, MEMORY_PER_DATA_BYTE, TIME_FACTOR, Harness
+
+    h = Harness(seeds=(0, 1, 2), timeout=60.0, memory_bytes=3 << 30)
+    try:
+        assert h.limits() == (180.0, 3 << 30)  # the original: the setting per input set
+        small = SimpleNamespace(seconds=1.0, data_bytes=1 << 20)
+        big = SimpleNamespace(seconds=100.0, data_bytes=1 << 30)
+        assert h.limits(small) == (60.0, 3 << 30)
+        assert h.limits(big) == (TIME_FACTOR * 100.0, MEMORY_BASE + MEMORY_PER_DATA_BYTE * (1 << 30))
+        assert "autocomp.target.nki.timeout" in h._limit_note(400.0)
+    finally:
+        h.close()

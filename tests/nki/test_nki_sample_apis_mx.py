@@ -57,6 +57,23 @@ def small_columns(x):
 
 
 @nki.jit
+def abs_max_bytes(x):
+    # tensor_scalar_reduce with op0=nl.abs under a mask, a tile viewed as another dtype, and
+    # a predicate index (view[pred]) that keeps everything
+    ip, jf = nl.mgrid[0:128, 0:64]
+    t = nl.load(x)
+    r = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    a = nisa.tensor_scalar_reduce(data=t[ip, jf], op0=nl.abs, operand0=0.0, reduce_op=nl.max, reduce_res=r,
+                                  mask=(jf < 48))
+    ib, jb = nl.mgrid[0:128, 0:4]
+    out = nl.ndarray((128, 4), dtype=nl.uint8, buffer=nl.shared_hbm)
+    nl.store(out[ib, jb], value=r.view(nl.uint8)[ib, jb])
+    out2 = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out2[ip, jf], value=nl.copy(t[ip, jf][ip < 128]))
+    return out, out2
+
+
+@nki.jit
 def double_row(a, b, col):
     # a: (128, 2, 128) fp8 stationary row pairs, b: (128, 2, 512) moving; col: (128, 1)
     out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
@@ -233,3 +250,32 @@ def test_loop_context_travels_with_the_trace_and_short_affine_loops_vectorize(ol
     assert {tuple(l[1::3]) for l in loops} == {(64, 1), (2, 0)}  # (trip, affine) of the two loops
     fused = vectorized_groups(res.trace, int(PARAMS["vectorize_max_trip"]), PARAMS["vector_min_ii"])
     assert sorted(fused.values()).count(64) == 1 and len(fused) == 64
+
+
+def test_sdk_internal_annotation_names_import(tmp_path, rng):
+    # AWS's reference kernels import SDK-internal names only to annotate and size things.
+    mod, _ = _module(tmp_path, "annotations", OLD + '''
+from neuronxcc.nki.compiler.backends.neuron.tensor import local_tile
+from neuronxcc.nki.compiler.backends.neuron.indexing import TileIndex
+from neuronxcc.nki.language.constants import sizeinbytes
+
+
+@nki.jit
+def sized(x: local_tile):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    nl.store(out, value=nl.multiply(t, float(sizeinbytes(nl.bfloat16) + nl.num_programs(axes=0))))
+    return out
+''')
+    x = rng.standard_normal((128, 64)).astype(np.float32)
+    np.testing.assert_array_equal(mod.sized(x), x * 3.0)
+    assert isinstance(mod.TileIndex, type)
+
+
+def test_abs_reduce_under_a_mask_dtype_views_and_predicate_indexing(old, rng):
+    mod, path = old
+    x = rng.standard_normal((128, 64)).astype(np.float32)
+    res = _both_ways(path, mod, "abs_max_bytes", [x])
+    want = np.abs(x[:, :48]).max(axis=1, keepdims=True).astype(np.float32)
+    np.testing.assert_array_equal(res.outputs[0], want.view(np.uint8))
+    np.testing.assert_array_equal(res.outputs[1], x)

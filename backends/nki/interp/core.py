@@ -57,12 +57,14 @@ class BufferKind(str):
         return f"nl.{str(self)}"
 
 
-def buffer_with_tiles(name: str, tiles: Any, base_addr: Any = None) -> BufferKind:
+def buffer_with_tiles(name: str, tiles: Any, base_addr: Any = None, traced: bool = True) -> BufferKind:
+    """``traced=False``: the address as given (the kernel process already resolved it; it is
+    still checked against the partition where the tensor is allocated)."""
     b = BufferKind(name)
     if base_addr is not None:
         if not isinstance(base_addr, (int, np.integer)) or base_addr < 0:
             raise fail("bad-buffer", f"base_addr={base_addr!r} must be a non-negative byte offset", "mod_alloc")
-        b.base_addr = _traced_once(int(base_addr))
+        b.base_addr = _traced_once(int(base_addr)) if traced else int(base_addr)
     if tiles:
         t = tuple(int(x) for x in (tiles if isinstance(tiles, (tuple, list)) else (tiles,)))
         if not all(0 < x <= 1 << 16 for x in t) or len(t) > 8:
@@ -432,6 +434,20 @@ class Tensor:
 
     # -- indexing -------------------------------------------------------------------
     def __getitem__(self, key: Any) -> "Tensor":
+        if isinstance(key, (np.ndarray, np.bool_, bool)) and np.asarray(key).dtype == bool:
+            # ``view[predicate]`` (older API): the instruction touches only the elements where
+            # the predicate of index expressions holds, like its mask=. Elements it excludes
+            # count as out of bounds here: fine where nothing is excluded or the instruction's
+            # own mask= excludes them too.
+            try:
+                pred = np.broadcast_to(np.asarray(key), self.shape)
+            except ValueError:
+                raise fail("index", f"a predicate of shape {np.shape(key)} does not fit a view of shape {self.shape}",
+                           "tensor[...]") from None
+            if pred.all():
+                return self
+            valid = pred if self._valid is None else (np.broadcast_to(self._valid, self.shape) & pred)
+            return Tensor(self._alloc, self._data, self._written, self._key, valid)
         if self._key is not None:
             raise fail("nested-index", "this view was made with index arrays (nl.arange/nl.mgrid); index the original tensor once with the combined indices", "tensor[...]")
         if any(isinstance(k, Tensor) for k in (key if isinstance(key, tuple) else (key,))):
@@ -580,7 +596,24 @@ class Tensor:
         return Tensor(self._alloc, data, written, None)
 
     def view(self, dtype: Any) -> "Tensor":
-        raise fail("unsupported", "tensor.view(dtype) is not supported by this interpreter", "tensor.view")
+        """The same bytes as another dtype: the last axis scales by the itemsize ratio (a
+        (P, 1) fp32 tile viewed as fp8 is (P, 4)). For reading: what it says is written is
+        fixed when the view is made."""
+        dt = as_dtype(dtype, "tensor.view")
+        if self._key is not None or not self._data.ndim or not self._data.flags.c_contiguous:
+            raise fail("unsupported", "tensor.view(dtype) of a strided or index-array view", "tensor.view")
+        try:
+            data = self._data.view(dt)
+        except ValueError as exc:
+            raise fail("shape-mismatch", f"cannot view {self.shape} {dtype_name(self.dtype)} as {dtype_name(dt)}: {exc}",
+                       "tensor.view") from None
+        ratio = self._data.itemsize / dt.itemsize
+        w = self._written
+        if ratio > 1:
+            w = np.repeat(w, int(ratio), axis=-1)
+        elif ratio < 1:
+            w = w.reshape(w.shape[:-1] + (-1, int(round(1 / ratio)))).all(axis=-1)
+        return Tensor(self._alloc, data, w, None)
 
     def __add__(self, o): return OPS["binary"]("add", self, o)
     def __radd__(self, o): return OPS["binary"]("add", o, self)

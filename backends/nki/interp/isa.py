@@ -113,6 +113,8 @@ BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "logical_or": lambda a, b: np.logical_or(a, b).astype(np.float32),
 }
 
+_REDUCE_IDENTITY = {"add": 0.0, "maximum": -np.inf, "minimum": np.inf, "multiply": 1.0}
+
 REDUCE: dict[str, Callable[..., np.ndarray]] = {
     "add": np.sum,
     "maximum": np.max,
@@ -131,9 +133,18 @@ def _numpy_name(op: Any) -> str | None:
     return None
 
 
+def _abs_op(a: np.ndarray, b: Any) -> np.ndarray:
+    return np.abs(a)
+
+
 def binop(op: Any, call: str) -> Op:
     if isinstance(op, Op) and op.name in BINARY:
         return op
+    name = op.name if isinstance(op, Op) else (op if isinstance(op, str) else _numpy_name(op))
+    if name in ("abs", "absolute"):
+        # The VectorE ALU's abs (AWS's rmsnorm_quant kernel uses it as tensor_scalar's op0):
+        # |data|, the scalar operand unused.
+        return Op("abs", _abs_op, 2)
     name = op if isinstance(op, str) else _numpy_name(op)
     name = _REDUCE_ALIASES.get(name, name)
     if name == "true_divide":
@@ -882,7 +893,13 @@ def tensor_scalar_reduce(dst: Any = None, data: Any = None, op0: Any = None, ope
         if r.shape[0] != p or free_size(r.shape) != 1:
             raise fail("shape-mismatch", f"reduce_res must be ({p}, 1), got {r.shape}", call)
         rname = redop(reduce_op if reduce_op is not None else "add", call)
-        r._store(REDUCE[rname](np.asarray(x, dtype=np.float32).reshape(p, -1), axis=1, keepdims=True).reshape(r.shape))
+        vals = np.asarray(x, dtype=np.float32).reshape(p, -1)
+        rows = None
+        if mask is not None:  # only the elements the mask keeps are reduced, only their rows written
+            m = np.broadcast_to(np.asarray(mask, dtype=bool), t.shape).reshape(p, -1)
+            vals = np.where(m, vals, _REDUCE_IDENTITY[rname])
+            rows = m.any(axis=1, keepdims=True).reshape(r.shape)
+        r._store(REDUCE[rname](vals, axis=1, keepdims=True).reshape(r.shape), rows)
         writes.append(r)
     _consume(t, t0)
     record("tensor_scalar", "vector", p, free_size(t.shape), _dtype_bytes(t, out), [t] + ([t0] if t0 is not None else []),
