@@ -13,6 +13,13 @@ evaluation latency instead.
 
     python bench/lsp_latency.py                # NKI, 200 rounds per phase
     python bench/lsp_latency.py --backend scripted --rounds 500
+    python bench/lsp_latency.py --big          # the 2 MB-file case (below)
+
+``--big`` pads the kernel's file to just under ``autocomp.maxFileBytes`` (about 1.95 MB;
+helper functions for NKI, comment lines for the scripted double) and, before every round,
+types a line at the top of the file (an incremental ``didChange``), so each round's
+requests follow an edit of a 2 MB document: the case where detection used to block every
+request for hundreds of milliseconds.
 """
 
 from __future__ import annotations
@@ -82,14 +89,45 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
+BIG_BYTES = 1_950_000  # just under autocomp.maxFileBytes (2,000,000)
+
+
+def pad(text: str, backend: str, size: int) -> str:
+    """The kernel file grown to about ``size`` characters of plain code after it."""
+    i, parts, total = 0, [text, "\n"], len(text) + 1
+    while total < size:
+        chunk = (f"def helper_{i}(x):\n    return x + {i}\n\n" if backend == "nki"
+                 else f"// filler line {i:07d} of a big generated file\n")
+        parts.append(chunk)
+        total += len(chunk)
+        i += 1
+    return "".join(parts)
+
+
 class Bench:
-    def __init__(self, client: LanguageClient, uri: str, line: int) -> None:
+    def __init__(self, client: LanguageClient, uri: str, line: int, edit: bool = False) -> None:
         self.client = client
         self.uri = uri
         self.line = line
+        self.edit = edit  # type a line at the top before each round (the 2 MB case)
+        self.version = 1
         self.statuses: list[dict[str, Any]] = []
 
+    def type_line(self) -> None:
+        self.version += 1
+        top = lsp.Position(0, 0)
+        comment = "# " if self.uri.endswith(".py") else "// "
+        self.client.text_document_did_change(
+            lsp.DidChangeTextDocumentParams(
+                lsp.VersionedTextDocumentIdentifier(version=self.version, uri=self.uri),
+                [lsp.TextDocumentContentChangePartial(range=lsp.Range(top, top), text=f"{comment}typed {self.version}\n")],
+            )
+        )
+        self.line += 1
+
     async def round(self, samples: dict[str, list[float]]) -> None:
+        if self.edit:
+            self.type_line()
         doc = lsp.TextDocumentIdentifier(self.uri)
         pos = lsp.Position(self.line, 4)
         calls = {
@@ -120,6 +158,8 @@ def _plain(value: Any) -> Any:
 
 async def main_async(args: argparse.Namespace) -> int:
     name, text, line, rules, target_settings = _nki_case() if args.backend == "nki" else _scripted_case()
+    if args.big:
+        text = pad(text, args.backend, BIG_BYTES)
     work = Path(tempfile.mkdtemp(prefix="autocomp-bench-"))
     path = work / name
     path.write_text(text)
@@ -138,7 +178,7 @@ async def main_async(args: argparse.Namespace) -> int:
         env.update(fake.env())
         env["AUTOCOMP_HOME"] = str(work / "home")
         client = LanguageClient("autocomp-bench", "1")
-        bench = Bench(client, path.as_uri(), line)
+        bench = Bench(client, path.as_uri(), line, edit=args.big)
 
         @client.feature("autocomp/jobStatus")
         def on_status(params: Any) -> None:
@@ -174,10 +214,17 @@ async def main_async(args: argparse.Namespace) -> int:
         client.text_document_did_open(lsp.DidOpenTextDocumentParams(lsp.TextDocumentItem(bench.uri, "python", 1, text)))
 
         await bench.phase(20, 0.0)  # warm-up: imports, detection cache
+        if args.big:  # wait for the first (background) scan to find the kernel
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline:
+                lenses = await client.text_document_code_lens_async(lsp.CodeLensParams(lsp.TextDocumentIdentifier(bench.uri)))
+                if lenses:
+                    break
+                await asyncio.sleep(0.2)
         idle = await bench.phase(args.rounds, args.pause)
 
         result = await client.workspace_execute_command_async(
-            lsp.ExecuteCommandParams("autocomp.optimize", [{"uri": bench.uri, "line": line}])
+            lsp.ExecuteCommandParams("autocomp.optimize", [{"uri": bench.uri, "line": bench.line}])
         )
         job_id = result["jobId"]
         deadline = time.monotonic() + 120
@@ -203,6 +250,8 @@ async def main_async(args: argparse.Namespace) -> int:
                      "busy_mean": statistics.fmean(busy[req]), "p99_ratio": b99 / i99 if i99 else float("nan")})
     summary = {
         "backend": args.backend,
+        "file_bytes": len(text),
+        "edit_before_each_round": bool(args.big),
         "rounds": args.rounds,
         "candidates_evaluated_during_busy_phase": evaluated_after - evaluated_before,
         "busy_phase_seconds": round(busy_seconds, 2),
@@ -214,7 +263,8 @@ async def main_async(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(summary, indent=2))
     else:
-        print(f"autocomp lsp latency, backend {args.backend}, {args.rounds} rounds per phase, "
+        print(f"autocomp lsp latency, backend {args.backend}, {len(text):,}-byte file"
+              f"{' (a line typed before each round)' if args.big else ''}, {args.rounds} rounds per phase, "
               f"{summary['candidates_evaluated_during_busy_phase']} candidates evaluated in the "
               f"{summary['busy_phase_seconds']} s busy phase (search still running: {still_running})")
         print(f"{'request':<11} {'idle p50':>9} {'idle p99':>9} {'busy p50':>9} {'busy p99':>9} {'p99 busy/idle':>14}")
@@ -234,6 +284,7 @@ def main() -> int:
     parser.add_argument("--plans", type=int, default=4)
     parser.add_argument("--llm-delay", type=float, default=0.05, help="seconds the fake LLM waits per reply")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
+    parser.add_argument("--big", action="store_true", help="the 2 MB-file case: pad the file to ~1.95 MB and type before each round")
     return asyncio.run(main_async(parser.parse_args()))
 
 

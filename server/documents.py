@@ -1,13 +1,16 @@
 """Which kernels each open document holds, computed lazily and cached per document version.
 
 Detection runs when a request needs it (a code lens, a code action, a hover), never on
-each keystroke: rapid edits only invalidate the cache. Backends promise ``detect`` is cheap;
+each keystroke: rapid edits only invalidate the cache (or, for big documents, shift what
+is known). Big documents are scanned off the event loop, in a separate process. Backends promise ``detect`` is cheap;
 files above ``autocomp.maxFileBytes`` and files no enabled target claims by suffix are not
 scanned at all, so a huge log or an unrelated language costs nothing.
 """
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import logging
 import os
 from dataclasses import dataclass
@@ -73,18 +76,103 @@ class BackendCache:
         return backend
 
 
-class DocumentIndex:
-    """Kernel detection per open document, cached on (uri, version)."""
+INLINE_BYTES = 200_000  # texts up to this size are scanned on the spot (a few ms at most)
+DETECT_DEBOUNCE = 0.25  # seconds of quiet typing before a big document is scanned again
 
-    def __init__(self, backends: BackendCache | None = None) -> None:
+
+def _detect_in_child(path: str, text: str, targets: list[tuple[str, dict[str, Any]]]) -> list[tuple[dict[str, Any], str]]:
+    """Runs in the detection process: the one detection loop over the given targets."""
+    from autocomp.backends import get_backend
+    from autocomp.run import detect_kernels
+
+    backends = []
+    for name, settings in targets:
+        try:
+            backends.append((name, get_backend(name, settings)))
+        except Exception:
+            continue
+    names = {id(b): n for n, b in backends}
+    return [(span.to_json(), names[id(backend)]) for span, backend in detect_kernels(path, text, backends)]
+
+
+def _shift(kernels: list[DetectedKernel], changes: list[Any]) -> tuple[list[DetectedKernel], bool]:
+    """Kernels moved by the line deltas of ``changes``; False when a change may have
+    changed what a scan would find (it touched a kernel, added or removed lines, or
+    replaced the whole text)."""
+    exact = True
+    for change in changes:
+        rng = getattr(change, "range", None)
+        if rng is None:  # the whole text replaced: nothing to shift from
+            exact = False
+            continue
+        delta = change.text.count("\n") - (rng.end.line - rng.start.line)
+        if delta == 0 and not any(k.span.start_line <= rng.end.line and rng.start.line < k.span.end_line for k in kernels):
+            continue  # inside one line, outside every kernel: positions unchanged
+        exact = False
+        if delta == 0:
+            continue
+        moved = []
+        for k in kernels:
+            span = k.span
+            before = rng.end.line < span.start_line or (rng.end.line == span.start_line and rng.end.character == 0)
+            if before:
+                span = dataclasses.replace(span, start_line=span.start_line + delta, end_line=span.end_line + delta)
+            elif span.start_line <= rng.start.line < span.end_line:
+                span = dataclasses.replace(span, end_line=max(span.start_line + 1, span.end_line + delta))
+            moved.append(DetectedKernel(span, k.backend))
+        kernels = moved
+    return kernels, exact
+
+
+@dataclass
+class _Entry:
+    """What is known of one document: kernels found on some version, shifted since by the
+    line deltas of the edits that followed (``exact`` once they match the current text)."""
+
+    version: int | None
+    text_id: int
+    kernels: list[DetectedKernel]
+    exact: bool = True
+    pending: Any = None  # the scheduled or running background scan
+    scanning: bool = False
+    log: list[Any] = dataclasses.field(default_factory=list)  # edits since the running scan read the text
+
+
+class DocumentIndex:
+    """Kernel detection per open document, cached on (uri, version).
+
+    Small documents are scanned when a request needs it. Big ones (over ``INLINE_BYTES``:
+    a backend's scan of a 2 MB file takes seconds) are never scanned on the server's event
+    loop: a request gets the kernels of the last scan, moved by the line deltas of the
+    edits since (an edit above a kernel shifts it, one elsewhere leaves it), and the
+    document is scanned again in a separate process once typing pauses; ``on_update``
+    is then called so the client can be asked to refresh. An edit that touches no kernel
+    and adds or removes no line changes nothing a request sees."""
+
+    def __init__(self, backends: BackendCache | None = None, on_update: Any = None) -> None:
         self.backends = backends or BackendCache()
-        self._cache: dict[str, tuple[int | None, int, list[DetectedKernel]]] = {}
+        self._cache: dict[str, _Entry] = {}
+        self.on_update = on_update
+        self._pool: Any = None
 
     def invalidate(self, uri: str) -> None:
-        self._cache.pop(uri, None)
+        entry = self._cache.pop(uri, None)
+        if entry is not None and entry.pending is not None:
+            entry.pending.cancel()
 
     def clear(self) -> None:
-        self._cache.clear()
+        for uri in list(self._cache):
+            self.invalidate(uri)
+
+    def changed(self, uri: str, changes: list[Any]) -> None:
+        """Follow an edit: shift what is known, and mark the document for a new scan."""
+        entry = self._cache.get(uri)
+        if entry is None:
+            return
+        if entry.scanning:
+            entry.log += changes  # replayed on the scan's result (it read an older text)
+        entry.kernels, exact = _shift(entry.kernels, changes)
+        entry.exact = entry.exact and exact
 
     def kernels(
         self,
@@ -97,34 +185,97 @@ class DocumentIndex:
     ) -> list[DetectedKernel]:
         """Kernels of this document version (empty for unknown languages, huge files and
         anything a backend chokes on)."""
-        cached = self._cache.get(uri)
+        entry = self._cache.get(uri)
         text_id = hash(text)
-        if cached is not None and cached[0] == version and cached[1] == text_id:
-            return cached[2]
-        found = self._detect(uri, text, targets, target_settings, max_bytes)
-        self._cache[uri] = (version, text_id, found)
-        return found
-
-    def _detect(
-        self,
-        uri: str,
-        text: str,
-        targets: list[str],
-        target_settings: dict[str, dict[str, Any]],
-        max_bytes: int,
-    ) -> list[DetectedKernel]:
+        if entry is not None and entry.version == version and entry.text_id == text_id and entry.exact:
+            return entry.kernels
         if len(text) > max_bytes:
+            self._cache[uri] = _Entry(version, text_id, [])
             return []
-        from autocomp.run import detect_kernels
+        chosen = self._backends_for(uri, targets, target_settings)
+        if len(text) <= INLINE_BYTES:
+            found = self._detect(uri, text, chosen)
+            self._cache[uri] = _Entry(version, text_id, found)
+            return found
+        if entry is None:
+            entry = self._cache[uri] = _Entry(None, 0, [], exact=False)
+        self._schedule(uri, entry, chosen, target_settings)
+        return entry.kernels
 
-        path = uri_to_path(uri)
-        suffix = os.path.splitext(path)[1].lower()
-        backends = []
+    def _backends_for(self, uri: str, targets: list[str], target_settings: dict[str, dict[str, Any]]) -> list[tuple[str, Backend]]:
+        suffix = os.path.splitext(uri_to_path(uri))[1].lower()
+        chosen = []
         for name in targets:
             backend = self.backends.get(name, target_settings.get(name, {}))
             if backend is not None and (not backend.file_suffixes or suffix in backend.file_suffixes):
-                backends.append((name, backend))
-        return [DetectedKernel(span, backend) for span, backend in detect_kernels(path, text, backends, log)]
+                chosen.append((name, backend))
+        return chosen
+
+    def _detect(self, uri: str, text: str, chosen: list[tuple[str, Backend]]) -> list[DetectedKernel]:
+        from autocomp.run import detect_kernels
+
+        return [DetectedKernel(span, backend) for span, backend in detect_kernels(uri_to_path(uri), text, chosen, log)]
+
+    # -- big documents: scanned in a separate process ----------------------------------
+    def _schedule(self, uri: str, entry: _Entry, chosen: list[tuple[str, Backend]], settings: dict[str, dict[str, Any]]) -> None:
+        if entry.pending is not None and not entry.pending.done():
+            return
+        loop = asyncio.get_running_loop()
+        entry.pending = loop.create_task(self._scan_later(uri, entry, chosen, settings), name=f"detect {uri}")
+
+    async def _scan_later(self, uri: str, entry: _Entry, chosen: list[tuple[str, Backend]], settings: dict[str, dict[str, Any]]) -> None:
+        await asyncio.sleep(DETECT_DEBOUNCE)
+        source = self.source(uri)
+        if source is None or not chosen:
+            entry.kernels, entry.exact = [], True
+            return
+        text, version = source
+        entry.scanning, entry.log = True, []
+        by_name = dict(chosen)
+        targets = [(name, settings.get(name, {})) for name, _b in chosen]
+        try:
+            found = await asyncio.get_running_loop().run_in_executor(self._executor(), _detect_in_child, uri_to_path(uri), text, targets)
+        except Exception:
+            log.exception("kernel detection failed for %s", uri)
+            found = []
+        finally:
+            entry.scanning = False
+        if self._cache.get(uri) is not entry:
+            return  # closed or reset meanwhile
+        current = self.source(uri)
+        kernels = [DetectedKernel(KernelSpan.from_json(span), by_name[name]) for span, name in found if name in by_name]
+        # Edits that arrived during the scan move its result as they moved the old one.
+        entry.kernels, unchanged = _shift(kernels, entry.log)
+        entry.log = []
+        entry.version, entry.text_id = version, hash(text)
+        entry.exact = unchanged and current is not None and current[1] == version
+        if current is not None and current[1] != version:
+            entry.version, entry.text_id = current[1], hash(current[0])
+        entry.pending = None
+        if self.on_update is not None:
+            self.on_update(uri)
+
+    def source(self, uri: str) -> tuple[str, int | None] | None:
+        """The document's current text and version (set by the server)."""
+        return None
+
+    def _executor(self) -> Any:
+        if self._pool is None:
+            import concurrent.futures
+            import multiprocessing
+
+            self._pool = concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+        return self._pool
+
+    async def close(self) -> None:
+        """End the detection process (waiting for it briefly, so nothing leaks)."""
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            loop = asyncio.get_running_loop()
+            try:
+                await asyncio.wait_for(loop.run_in_executor(None, lambda: pool.shutdown(wait=True, cancel_futures=True)), 3.0)
+            except Exception:
+                log.debug("detection process did not end in time", exc_info=True)
 
 
 def kernel_at(kernels: list[DetectedKernel], line: int | None = None, name: str | None = None) -> DetectedKernel | None:

@@ -84,6 +84,13 @@ class Job:
     beam: list[str] = field(default_factory=list)
     best_per_iteration: list[float] = field(default_factory=list)
     applied: bool = False
+    # After an apply: the candidate now in the buffer, and the text it replaced (what
+    # Revert writes back, and what an undo brings back: then the job offers it again).
+    applied_candidate_id: str | None = None
+    pre_apply_code: str = ""
+    # The one progress snapshot (render.progress) last published: jobStatus, $/progress
+    # and the lens all show this, so they never disagree.
+    progress: dict[str, Any] = field(default_factory=dict)
     superseded: bool = False  # restarted after an edit: its result must not be applied
     finish_reason: str = ""
     progress_token: str | None = None
@@ -100,23 +107,45 @@ class Job:
     def active(self) -> bool:
         return self.state == RUNNING
 
+    def snapshot(self) -> dict[str, Any]:
+        """The one progress model: iteration, evaluated count, best speedup, its text and
+        percentage, taken now and kept as ``progress``. Every ``autocomp/jobStatus`` takes
+        one; ``$/progress`` and the lens show the last one taken, so the status bar, the
+        progress bar and the lens always show the same counts."""
+        best = f"{self.best_speedup:.2f}x" if self.best_speedup else "—"
+        total = self.iterations or 0
+        text = f"iteration {self.iteration}/{total or '?'} · {self.evaluated} candidates · best {best}"
+        self.progress = {
+            "iteration": self.iteration,
+            "iterations": self.iterations,
+            "evaluated": self.evaluated,
+            "bestSpeedup": self.best_speedup,
+            "text": text,
+            "percentage": max(0, min(100, int(100 * self.iteration / total))) if total else 0,
+        }
+        return self.progress
+
     def status(self) -> dict[str, Any]:
-        """The ``JobStatus`` object of the protocol (docs/lsp-extensions.md)."""
+        """The ``JobStatus`` object of the protocol (docs/lsp-extensions.md), with a fresh
+        progress snapshot (see :meth:`snapshot`)."""
+        snap = self.snapshot()
         return {
             "jobId": self.id,
             "uri": self.uri,
             "kernel": self.kernel,
             "target": self.target,
             "state": self.state,
-            "iteration": self.iteration,
-            "iterations": self.iterations,
-            "evaluated": self.evaluated,
-            "bestSpeedup": self.best_speedup,
+            "iteration": snap["iteration"],
+            "iterations": snap["iterations"],
+            "evaluated": snap["evaluated"],
+            "bestSpeedup": snap["bestSpeedup"],
             "bestCandidateId": self.best_candidate_id,
             "primaryMetric": self.primary_metric,
             "message": self.message,
             "replay": self.replay,
             "confirmed": self.confirmed,
+            "progress": snap["text"],
+            "applied": self.applied,
         }
 
     def candidate(self, candidate_id: str) -> CandidateInfo | None:

@@ -90,26 +90,48 @@ def apply_event(job: Job, event: Any) -> None:
         job.message = event.error
 
 
+def published(job: Job) -> dict[str, Any]:
+    """The progress snapshot last sent to the client (taken now if none was)."""
+    return job.progress or job.snapshot()
+
+
 def status_line(job: Job) -> str:
-    """The lens/status text, e.g. ``Autocomp: iteration 3/8 · 41 candidates · best 2.10x``."""
-    best = fmt_speedup(job.best_speedup) if job.best_speedup else "—"
+    """The lens/status text, e.g. ``Autocomp: iteration 3/8 · 41 candidates · best 2.10x``:
+    for a running job, the very text of the last ``autocomp/jobStatus`` and ``$/progress``."""
     replay = " (replay)" if job.replay else ""
     if job.state == RUNNING:
-        return f"Autocomp{replay}: iteration {job.iteration}/{job.iterations or '?'} · {job.evaluated} candidates · best {best}"
+        return f"Autocomp{replay}: {published(job)['text']}"
     if job.state == FAILED:
         return f"Autocomp{replay}: failed: {job.message[:80]}"
-    verb = "applied" if job.applied else ("cancelled" if job.state == CANCELLED else "done")
+    best = fmt_speedup(job.best_speedup) if job.best_speedup else "—"
+    if job.applied:
+        verb = "applied"
+    elif offered(job) is not None:
+        verb = "candidate available"
+    else:
+        verb = "cancelled" if job.state == CANCELLED else "done"
     return f"Autocomp{replay}: {verb} · {job.evaluated} candidates · best {best}"
 
 
 def progress_message(job: Job) -> str:
-    return f"iteration {job.iteration}/{job.iterations or '?'} · {job.evaluated} candidates · best {fmt_speedup(job.best_speedup)}"
+    return published(job)["text"]
 
 
 def progress_percentage(job: Job) -> int:
-    if not job.iterations:
-        return 0
-    return max(0, min(100, int(100 * job.iteration / job.iterations)))
+    return int(published(job)["percentage"])
+
+
+def offered(job: Job) -> CandidateInfo | None:
+    """The candidate a finished, unapplied job offers (its best correct one that beats the
+    starting kernel), else None."""
+    if job.active or job.applied or job.superseded or not job.best_candidate_id:
+        return None
+    info = job.candidate(job.best_candidate_id)
+    if info is None or info.candidate.parent is None or info.speedup is None or info.speedup <= 1.0:
+        return None
+    if info.candidate.verdict.correct is False:
+        return None
+    return info
 
 
 def candidate_line(info: CandidateInfo) -> str:
@@ -142,6 +164,18 @@ def beam_diagnostics(job: Job, rng: lsp.Range) -> list[lsp.Diagnostic]:
 def hover_markdown(job: Job) -> str:
     """Plans so far with their numbers, as Markdown every client can show."""
     lines = [f"**{status_line(job)}**", ""]
+    applied = job.candidate(job.applied_candidate_id) if job.applied and job.applied_candidate_id else None
+    if applied is not None:
+        lines.append(f"Applied: {fmt_speedup(applied.speedup)} ({applied.candidate.plan_summary()[:80]}). "
+                     "Revert (lens) or undo puts the original kernel back.")
+        lines.append("")
+    elif offered(job) is not None:
+        info = offered(job)
+        assert info is not None
+        lines.append(f"Candidate available: {fmt_speedup(info.speedup)} ({info.candidate.plan_summary()[:80]}), "
+                     f"not applied. Apply it with the lens 'Apply {fmt_speedup(info.speedup)}' or the code action "
+                     "'Apply this candidate'.")
+        lines.append("")
     if job.baseline is not None and job.baseline.metric is not None:
         lines.append(f"Starting kernel: {job.baseline.metric.display()}")
         lines.append("")

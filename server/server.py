@@ -13,7 +13,9 @@ import logging
 from typing import Any
 
 from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
 
 from autocomp.model import Metric
 from autocomp.server.documents import DetectedKernel, DocumentIndex
@@ -26,13 +28,92 @@ log = logging.getLogger(__name__)
 JOB_STATUS = "autocomp/jobStatus"
 
 
+class _Malformed:
+    """A request whose parameters could not be read (see :class:`AutocompProtocol`)."""
+
+    def __init__(self, msg_id: Any, method: str, reason: str) -> None:
+        self.id, self.method, self.reason = msg_id, method, reason
+
+
+class AutocompProtocol(LanguageServerProtocol):
+    """pygls logs a request whose parameters do not match the method's type and never
+    answers it, so the client waits forever. Here every such request gets a JSON-RPC
+    ``InvalidParams`` error naming the method, and nothing is logged as a traceback."""
+
+    def structure_message(self, data: dict[str, Any]) -> Any:
+        if isinstance(data, dict) and "jsonrpc" in data and "id" in data and "method" in data:
+            try:
+                return self._converter.structure(data, self.get_message_type(data["method"]) or _request_type())
+            except Exception as exc:
+                return _Malformed(data["id"], str(data["method"]), _reason(exc))
+        try:
+            return super().structure_message(data)
+        except JsonRpcException:
+            if isinstance(data, dict) and "method" in data:  # a malformed notification: dropped
+                log.warning("ignored malformed %s notification", data.get("method"))
+                return None
+            raise
+
+    def handle_message(self, message: Any) -> None:
+        if message is None:
+            return
+        if isinstance(message, _Malformed):
+            error = JsonRpcInvalidParams(f"invalid params for {message.method}: {message.reason}"[:500])
+            self._send_response(message.id, error=error.to_response_error())
+            return
+        super().handle_message(message)
+
+
+class _OneLineRefusals(logging.Filter):
+    """A request refused with ``InvalidParams`` is the client's mistake, answered with an
+    error: pygls logs it with a full traceback; keep it to one line."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, JsonRpcInvalidParams):
+            record.exc_info = None
+            record.exc_text = None
+            record.msg, record.args = "refused a request: %s", (exc,)
+            record.levelno, record.levelname = logging.INFO, "INFO"
+        return True
+
+
+logging.getLogger("pygls.protocol.json_rpc").addFilter(_OneLineRefusals())
+
+
+def _request_type() -> Any:
+    from pygls.protocol.json_rpc import JsonRPCRequestMessage
+
+    return JsonRPCRequestMessage
+
+
+def _reason(exc: BaseException) -> str:
+    """The first line a person can act on from a cattrs error (nested exceptions)."""
+    leaves: list[BaseException] = []
+
+    def walk(e: BaseException) -> None:
+        subs = getattr(e, "exceptions", None)
+        if subs:
+            for sub in subs:
+                walk(sub)
+        else:
+            leaves.append(e)
+
+    walk(exc)
+    leaf = leaves[0] if leaves else exc
+    return f"{type(leaf).__name__}: {leaf}"
+
+
 class AutocompServer(LanguageServer):
     """Language server state shared by all features."""
 
     def __init__(self) -> None:
-        super().__init__("autocomp", "0.1.0", text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental)
+        super().__init__(
+            "autocomp", "0.1.0", text_document_sync_kind=lsp.TextDocumentSyncKind.Incremental, protocol_cls=AutocompProtocol
+        )
         self.settings = Settings()
-        self.documents = DocumentIndex()
+        self.documents = DocumentIndex(on_update=self._kernels_found)
+        self.documents.source = self.document_text  # type: ignore[method-assign]
         self.jobs = JobRegistry()
         # (uri, kernel) -> the last primary metric measured for the kernel as it stands
         self.measurements: dict[tuple[str, str], Metric] = {}
@@ -40,6 +121,10 @@ class AutocompServer(LanguageServer):
         self.edit_notes: dict[tuple[str, str], str] = {}
         # uri -> text as last opened or saved (the "before" of tuning on save)
         self.saved_texts: dict[str, str] = {}
+        # uri -> pending debounce timer of its latest save; (uri, kernel) -> the last
+        # queued edit measurement (tune_on_save)
+        self.save_timers: dict[str, asyncio.TimerHandle] = {}
+        self.measure_chains: dict[tuple[str, str], asyncio.Task[Any]] = {}
         self._reported: set[str] = set()
         self._store: tuple[str | None, Any] | None = None
         self.closing = False  # set on shutdown: nothing more is sent to the client
@@ -109,6 +194,15 @@ class AutocompServer(LanguageServer):
             return []
         s = self.settings
         return self.documents.kernels(uri, doc.version, doc.source, s.targets, s.target, s.max_file_bytes)
+
+    def _kernels_found(self, uri: str) -> None:
+        """A background scan of a big document finished: show what it found."""
+        if self.closing:
+            return
+        from autocomp.server.features import diagnostics
+
+        diagnostics.publish(self, uri)
+        self.refresh_lenses()
 
     def document_text(self, uri: str) -> tuple[str, int | None] | None:
         doc = self.workspace.text_documents.get(uri)

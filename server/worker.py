@@ -105,6 +105,10 @@ class SearchWorker:
 
         self._call(cancel_task)
 
+    def join_now(self, timeout: float) -> None:
+        """Block up to ``timeout`` s for the worker thread (process exit only)."""
+        self._thread.join(timeout)
+
     async def join(self, timeout: float = 5.0) -> None:
         await asyncio.get_running_loop().run_in_executor(None, self._thread.join, timeout)
 

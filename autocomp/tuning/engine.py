@@ -161,7 +161,14 @@ def _make_sampler(strategy: str, seed: int, space: Space):
     if strategy == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if strategy == "grid":
-        return optuna.samplers.GridSampler({t.name: list(range(len(t.values))) for t in space.tunables}, seed=seed)
+        class AskTellGrid(optuna.samplers.GridSampler):
+            """GridSampler stops the study when the grid is done, which only works inside
+            study.optimize; with ask/tell the loop ends on its own (is_exhausted)."""
+
+            def after_trial(self, study, trial, state, values) -> None:  # noqa: ANN001
+                return None
+
+        return AskTellGrid({t.name: list(range(len(t.values))) for t in space.tunables}, seed=seed)
     raise TuneError(f"--strategy must be one of {', '.join(STRATEGIES)}, not {strategy!r}")
 
 

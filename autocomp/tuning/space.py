@@ -184,16 +184,15 @@ def c_to_python(expr: str, sizes: dict[str, int] | None = None) -> str:
     """A C integer expression in Python syntax (casts dropped, suffixes removed, ``&&``,
     ``||``, ``!``, ``sizeof(T)`` with ``sizes``); the caller evaluates it with
     :func:`safe_eval` (``c_division=True``)."""
-    e = _C_CAST.sub(" ", expr)
-    e = _C_SUFFIX.sub(r"\1", e)
-
     def size(m: re.Match[str]) -> str:
         t = " ".join(m.group(1).split())
         if sizes and t in sizes:
             return str(sizes[t])
-        return m.group(0).replace("sizeof", "__sizeof__")  # not evaluable
+        return " __sizeof__ "  # not evaluable
 
-    e = re.sub(r"sizeof\s*\(\s*([\w ]+?)\s*\)", size, e)
+    e = re.sub(r"sizeof\s*\(\s*([\w ]+?)\s*\)", size, expr)
+    e = _C_CAST.sub(" ", e)
+    e = _C_SUFFIX.sub(r"\1", e)
     e = e.replace("&&", " and ").replace("||", " or ")
     e = re.sub(r"!(?!=)", " not ", e)
     return e

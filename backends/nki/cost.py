@@ -178,6 +178,51 @@ def vectorized_groups(trace: list[Instr], max_trip: int, short: float = 64) -> d
     return fused
 
 
+def psum_spills(trace: list[Instr], banks: int, bank_bytes: int = 2048) -> dict[int, list[tuple[int, int]]]:
+    """PSUM holds ``banks`` banks of 2 KiB per partition. Each 2 KiB slot of a PSUM tile is
+    live from its first to its last access (the compiler's allocation follows live ranges);
+    a slot that becomes live while every bank is taken is spilled: its value is copied to
+    SBUF (a VectorE copy) before it is read. Returns, per instruction index, the spilled
+    slots (allocation, byte offset) it is the first to read. PSUM tiles are the results of
+    TensorE instructions. One pass over the trace plus a bucketed sweep (linear)."""
+    if banks <= 0:
+        return {}
+    psum = {w[0] for ins in trace if ins.engine == "tensor" for w in ins.writes}
+    # Only tiles whose every access names one slot are followed (an index-array view is
+    # recorded as the whole tile, which says nothing about which slot it touches).
+    psum -= {a for ins in trace for a, _plo, _phi, flo, fhi in ins.reads + ins.writes
+             if a in psum and (fhi - 1) // bank_bytes != flo // bank_bytes}
+    first: dict[tuple[int, int], int] = {}
+    last: dict[tuple[int, int], int] = {}
+    first_read: dict[tuple[int, int], int] = {}
+    for idx, ins in enumerate(trace):
+        for kind, regions in (("r", ins.reads), ("w", ins.writes)):
+            for a, _plo, _phi, flo, fhi in regions:
+                if a not in psum:
+                    continue
+                key = (a, flo // bank_bytes)
+                first.setdefault(key, idx)
+                last[key] = idx
+                if kind == "r" and key not in first_read and first[key] < idx and ins.engine != "tensor":
+                    first_read[key] = idx
+    if len(first) <= banks:
+        return {}
+    starts: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    ends: dict[int, int] = defaultdict(int)
+    for key, i in first.items():
+        starts[i].append(key)
+        ends[last[key] + 1] += 1
+    live = 0
+    out: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for idx in range(len(trace) + 1):
+        live -= ends.get(idx, 0)
+        for key in starts.get(idx, ()):
+            live += 1
+            if live > banks and key in first_read:
+                out[first_read[key]].append(key)
+    return dict(out)
+
+
 def _table_free(a: str, b: str) -> bool:
     """Functions that need no table (copy/identity) never force a reload."""
     return a in ("copy", "identity") or b in ("copy", "identity")
@@ -224,7 +269,18 @@ def estimate(trace: list[Instr], params: dict[str, float] | None = None,
     last_func: list[str | None] = [None]
     finish = 0.0
     fused = vectorized_groups(trace, int(p.get("vectorize_max_trip", 0)), p["vector_min_ii"])
+    spills = psum_spills(trace, int(p.get("psum_banks", 0)))
     for idx, ins in enumerate(trace):
+        for a, slot in spills.get(idx, ()):
+            # A spilled PSUM slot: copied to SBUF on VectorE once its value is complete; the
+            # reader waits for the copy.
+            box = [0, 1 << 30, slot * 2048, (slot + 1) * 2048]
+            start = max(engine_free["vector"], _latest(writes.get(a), box))
+            copy = max(p["vector_min_ii"], 512 * p["vector_cycles_per_element"]) + p["instr_overhead_cycles"]
+            engine_free["vector"] = start + copy
+            writes[a].append((0, 1 << 30, slot * 2048, (slot + 1) * 2048, start + copy))
+            stats["vector"].busy += copy
+            finish = max(finish, start + copy)
         width = fused.get(idx)
         if width is None:
             occ = instr_cost(ins, p, last_func)

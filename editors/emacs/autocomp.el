@@ -10,7 +10,8 @@
 ;; Then, on a kernel: M-x eglot-code-actions (or C-c a o below) offers "Optimize kernel";
 ;; the search runs in the background, candidates appear as notes (flymake diagnostics)
 ;; with "Apply this candidate (2.10x)" / "Show diff" actions, the echo area shows the
-;; job status, and the final rewrite is one edit that `undo' reverts.
+;; job status, and the final rewrite is one edit that `undo' reverts (or
+;; M-x autocomp-revert).  Autocomp's edits are applied without eglot's y/n prompt.
 ;;
 ;; eglot 1.9 (Debian 12's elpa-eglot) has no code lenses and no progress UI: everything
 ;; here goes through code actions, diagnostics, messages and commands, which it has.
@@ -63,12 +64,39 @@ Sent as initializationOptions and answered on workspace/configuration."
   "Show job progress in the echo area (eglot 1.9 has no progress UI)."
   (setq autocomp-last-status status)
   (run-hook-with-args 'autocomp-status-functions status)
-  (let ((best (plist-get status :bestSpeedup)))
-    (message "Autocomp %s: %s it %s/%s, %s candidates, best %s"
-             (plist-get status :kernel) (plist-get status :state)
-             (plist-get status :iteration) (plist-get status :iterations)
-             (plist-get status :evaluated)
-             (if (numberp best) (format "%.2fx" best) "-"))))
+  (let ((best (plist-get status :bestSpeedup))
+        (progress (plist-get status :progress)))
+    (if (and (equal (plist-get status :state) "running") (stringp progress) (> (length progress) 0))
+        ;; The server's one progress snapshot: the same text as the lens and $/progress.
+        (message "Autocomp %s: %s" (plist-get status :kernel) progress)
+      (message "Autocomp %s: %s, %s candidates, best %s"
+               (plist-get status :kernel) (plist-get status :state)
+               (plist-get status :evaluated)
+               (if (numberp best) (format "%.2fx" best) "-")))))
+
+(defun autocomp--flush-changes (server)
+  "Send SERVER the changes eglot still holds back (it batches them)."
+  (dolist (buffer (eglot--managed-buffers server))
+    (when (buffer-live-p buffer)
+      (with-current-buffer buffer
+        (ignore-errors (eglot--signal-textDocument/didChange))))))
+
+(cl-defmethod eglot-handle-request
+  ((server eglot-autocomp) (_method (eql workspace/applyEdit)) &key _label edit)
+  "Apply Autocomp's edit without eglot's blocking y/n prompt.
+Each edit is one change `undo' reverts (and the server offers a Revert lens/command),
+so, as in VS Code and Neovim, it is applied at once and typing is never swallowed by
+a prompt.  When the buffer moved on since the server computed the edit (a version
+mismatch: you typed meanwhile), our newer text is sent first and the edit is refused
+with `applied: false'; the server then re-anchors it on the new text and retries once,
+as it does for the other clients."
+  (condition-case err
+      (progn (eglot--apply-workspace-edit edit nil)
+             `(:applied t))
+    (jsonrpc-error
+     (autocomp--flush-changes server)
+     `(:applied :json-false
+       :failureReason ,(or (alist-get 'jsonrpc-error-message (cdr err)) (format "%s" (cadr err)))))))
 
 (defun autocomp--server ()
   (let ((server (eglot-current-server)))
@@ -94,6 +122,19 @@ Sent as initializationOptions and answered on workspace/configuration."
                    `(:command "autocomp.cancel"
                      :arguments [(:uri ,(eglot--path-to-uri (buffer-file-name)))])))
 
+(defun autocomp-revert ()
+  "Put back the kernel Autocomp's latest applied rewrite in this buffer replaced."
+  (interactive)
+  (let* ((uri (eglot--path-to-uri (buffer-file-name)))
+         (jobs (plist-get (jsonrpc-request (autocomp--server) :autocomp/jobs eglot--{}) :jobs))
+         (job (cl-find-if (lambda (j) (and (equal (plist-get j :uri) uri) (eq (plist-get j :applied) t)))
+                          (reverse (append jobs nil)))))
+    (unless job (user-error "Autocomp: nothing applied in this buffer"))
+    (message "%s" (plist-get (jsonrpc-request (autocomp--server) :workspace/executeCommand
+                                              `(:command "autocomp.revert"
+                                                :arguments [(:jobId ,(plist-get job :jobId))]))
+                             :message))))
+
 (defun autocomp-jobs ()
   "List Autocomp jobs."
   (interactive)
@@ -116,6 +157,7 @@ Sent as initializationOptions and answered on workspace/configuration."
     (define-key map (kbd "o") #'autocomp-optimize)
     (define-key map (kbd "c") #'autocomp-cancel)
     (define-key map (kbd "j") #'autocomp-jobs)
+    (define-key map (kbd "r") #'autocomp-revert)
     (define-key map (kbd "a") #'eglot-code-actions)
     map)
   "Autocomp commands; bound to C-c a in eglot-managed buffers.")

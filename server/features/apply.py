@@ -10,6 +10,7 @@ refuses it rather than overwriting a keystroke; one edit, so the editor's undo r
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 
@@ -64,20 +65,54 @@ def edit_for(text: str, anchor: Anchor, new_code: str) -> lsp.TextEdit:
     return lsp.TextEdit(range=lsp.Range(start=lsp.Position(line=anchor.start, character=0), end=end), new_text=new_code)
 
 
-async def apply_candidate(ls: AutocompServer, job: Job, info: CandidateInfo, merge: bool = True) -> tuple[bool, str]:
-    """Send the edit for ``info``; (applied, message). Retries once if the client refused
-    because the document moved on between our read and its apply. ``merge=False`` (the
-    automatic apply) writes only the exact code that was evaluated: never a merge with the
-    user's own edits inside the kernel."""
+VERSION_WAIT = 2.0  # seconds to wait for the client's newer text after a version refusal
+
+
+def _workspace_edit(ls: AutocompServer, uri: str, version: int | None, edit: lsp.TextEdit) -> lsp.WorkspaceEdit:
+    if ls.supports_document_changes:
+        return lsp.WorkspaceEdit(
+            document_changes=[
+                lsp.TextDocumentEdit(
+                    text_document=lsp.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version), edits=[edit]
+                )
+            ]
+        )
+    return lsp.WorkspaceEdit(changes={uri: [edit]})
+
+
+async def _newer_text(ls: AutocompServer, uri: str, version: int | None) -> None:
+    """After the client refused an edit for its version, wait (briefly) until its newer
+    text has reached us: eglot, for one, answers the refusal before it sends the change."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + VERSION_WAIT
+    while loop.time() < deadline:
+        current = ls.document_text(uri)
+        if current is None or current[1] != version:
+            return
+        await asyncio.sleep(0.05)
+
+
+async def replace_kernel(
+    ls: AutocompServer, job: Job, original: str, start: int, new_code: str, label: str, merge: bool
+) -> tuple[bool, str, Anchor | None, str, str]:
+    """Write ``new_code`` where ``original`` was (line ``start`` of the job's document),
+    placed by the one re-anchoring rule, as one versioned ``workspace/applyEdit``.
+
+    Returns (applied, message, where it went, the text written, the text it replaced). When the client refuses
+    the edit (its text moved on between our read and its apply: a version mismatch, as
+    VS Code reports with ``applied: false`` and eglot with an error), the placement is
+    recomputed against the client's current text and sent once more; a second refusal is
+    reported."""
+    reason = "refused by the editor"
     for _attempt in range(2):
         current = ls.document_text(job.uri)
         if current is None:
-            return False, f"{job.uri} is not open; open it and apply the candidate again"
+            return False, f"{job.uri} is not open; open it and try again", None, "", ""
         text, version = current
         current_kernel = next((k for k in ls.kernels(job.uri) if k.name == job.kernel), None) if merge else None
         try:
             placement = place(
-                text, job.original_code, job.start_line, info.candidate.code,
+                text, original, start, new_code,
                 current=(current_kernel.span.start_line, current_kernel.span.end_line) if current_kernel else None,
                 name=f"the kernel {job.kernel}",
             )
@@ -86,36 +121,111 @@ async def apply_candidate(ls: AutocompServer, job: Job, info: CandidateInfo, mer
                 return False, (
                     f"the kernel {job.kernel} was edited while Autocomp was optimizing it, so the buffer was not "
                     f"touched; use the code action 'Apply this candidate' to merge it with your edit"
-                )
-            return False, f"{exc}, so the buffer was not touched; undo or reconcile your edit and apply again"
+                ), None, "", ""
+            return False, f"{exc}, so the buffer was not touched; undo or reconcile your edit and apply again", None, "", ""
         anchor = Anchor(placement.start, placement.end)
         edit = edit_for(text, anchor, placement.text)
-        if ls.supports_document_changes:
-            workspace_edit = lsp.WorkspaceEdit(
-                document_changes=[
-                    lsp.TextDocumentEdit(
-                        text_document=lsp.OptionalVersionedTextDocumentIdentifier(uri=job.uri, version=version),
-                        edits=[edit],
-                    )
-                ]
-            )
-        else:
-            workspace_edit = lsp.WorkspaceEdit(changes={job.uri: [edit]})
-        label = f"Autocomp: {info.candidate.plan_summary()[:60]} ({render.fmt_speedup(info.speedup)})"
+        params = lsp.ApplyWorkspaceEditParams(edit=_workspace_edit(ls, job.uri, version, edit), label=label)
         try:
-            result = await ls.workspace_apply_edit_async(lsp.ApplyWorkspaceEditParams(edit=workspace_edit, label=label))
-        except Exception as exc:
-            return False, f"the editor did not apply the edit: {exc}"
-        if result is not None and result.applied:
-            # Re-anchor the job on the text now in the buffer, so a later apply of
-            # another candidate of this job replaces this one.
-            job.original_code = edit.new_text
-            job.start_line = anchor.start
-            job.end_line = anchor.start + edit.new_text.count("\n") + (0 if edit.new_text.endswith("\n") else 1)
-            return True, "merged with your edit (the merged kernel was not evaluated; save to measure it)" if placement.merged else "applied"
-        reason = (result.failure_reason if result is not None else None) or "refused by the editor"
-        log.info("applyEdit refused (%s); retrying once", reason)
-    return False, f"the editor refused the edit ({reason})"
+            result = await ls.workspace_apply_edit_async(params)
+        except Exception as exc:  # eglot answers a version mismatch with an error
+            result, reason = None, str(exc) or type(exc).__name__
+        else:
+            if result is not None and result.applied:
+                merged = "merged with your edit (the merged kernel was not evaluated; save to measure it)"
+                old = "".join(text.splitlines(keepends=True)[anchor.start : anchor.end])
+                return True, merged if placement.merged else "applied", anchor, edit.new_text, old
+            reason = (result.failure_reason if result is not None else None) or "refused by the editor"
+        log.info("applyEdit refused (%s); re-anchoring on the current text and retrying once", reason)
+        await _newer_text(ls, job.uri, version)
+    return False, f"the editor refused the edit ({reason})", None, "", ""
+
+
+async def apply_candidate(ls: AutocompServer, job: Job, info: CandidateInfo, merge: bool = True) -> tuple[bool, str]:
+    """Send the edit for ``info``; (applied, message). ``merge=False`` (the automatic
+    apply) writes only the exact code that was evaluated: never a merge with the user's
+    own edits inside the kernel."""
+    sync_applied(ls, job.uri)  # an undo since the last apply puts the old kernel back as the anchor
+    label = f"Autocomp: {info.candidate.plan_summary()[:60]} ({render.fmt_speedup(info.speedup)})"
+    applied, message, anchor, written, replaced = await replace_kernel(
+        ls, job, job.original_code, job.start_line, info.candidate.code, label, merge
+    )
+    if applied and anchor is not None:
+        # Re-anchor the job on the text now in the buffer, so a later apply of another
+        # candidate of this job replaces this one, and Revert/undo can be recognised.
+        if not job.applied:  # a second candidate over the first: Revert still goes to the original
+            job.pre_apply_code = replaced
+        job.original_code = written
+        job.start_line = anchor.start
+        job.end_line = anchor.start + len(written.splitlines(keepends=True))
+        job.applied_candidate_id = info.candidate.id
+    return applied, message
+
+
+def sync_applied(ls: AutocompServer, uri: str) -> list[Job]:
+    """Notice an undo (or any edit) that took an applied candidate back out of the buffer:
+    when the text it replaced stands where it was, the job offers the candidate again
+    ("candidate available"). Returns the jobs that changed state."""
+    changed: list[Job] = []
+    for job in ls.jobs.for_uri(uri):
+        if not job.applied or not job.pre_apply_code:
+            continue
+        current = ls.document_text(uri)
+        if current is None:
+            continue
+        text = current[0]
+        if find_moved(text, job.original_code, job.start_line) is not None:
+            continue  # the candidate is still there
+        at = find_moved(text, job.pre_apply_code, job.start_line)
+        if at is None:
+            continue  # edited by the user: it stays "applied", and Revert names the conflict
+        _un_apply(job, at)
+        if job.baseline is not None and job.baseline.metric is not None:
+            ls.measurements[job.key] = job.baseline.metric
+        changed.append(job)
+    return changed
+
+
+def _un_apply(job: Job, at: int) -> None:
+    job.applied = False
+    job.original_code = job.pre_apply_code
+    job.start_line = at
+    job.end_line = at + len(job.pre_apply_code.splitlines(keepends=True))
+    job.pre_apply_code = ""
+    job.applied_candidate_id = None
+
+
+async def revert(ls: AutocompServer, job: Job) -> dict[str, object]:
+    """``autocomp.revert``: put back the kernel an apply replaced (re-anchored like any
+    apply); the job then offers its candidate again."""
+    sync_applied(ls, job.uri)
+    if not job.applied or not job.pre_apply_code:
+        return {"reverted": False, "message": f"nothing of {job.id} is applied in {job.kernel}; nothing to revert"}
+    label = f"Autocomp: revert {job.kernel}"
+    applied, message, anchor, written, _replaced = await replace_kernel(
+        ls, job, job.original_code, job.start_line, job.pre_apply_code, label, merge=True
+    )
+    if not applied or anchor is None:
+        message = message.replace("apply again", "revert again")
+        ls.show(f"Autocomp: could not revert {job.kernel}: {message}", lsp.MessageType.Warning)
+        return {"reverted": False, "message": message}
+    job.pre_apply_code = written
+    _un_apply(job, anchor.start)
+    if job.baseline is not None and job.baseline.metric is not None:
+        ls.measurements[job.key] = job.baseline.metric
+    published_changes(ls, job)
+    info = job.candidate(job.best_candidate_id or "")
+    speed = render.fmt_speedup(info.speedup) if info else ""
+    message = f"Autocomp: reverted {job.kernel} to the original kernel; the {speed} candidate is still available."
+    ls.show(message)
+    return {"reverted": True, "message": message}
+
+
+def published_changes(ls: AutocompServer, job: Job) -> None:
+    """Tell the client a job's apply state changed: diagnostics, status, lenses."""
+    diagnostics.publish(ls, job.uri)
+    ls.notify_status(job.status())
+    ls.refresh_lenses()
 
 
 def _after_apply(ls: AutocompServer, job: Job, info: CandidateInfo) -> None:
@@ -133,7 +243,7 @@ def _applied_message(job: Job, info: CandidateInfo) -> str:
     replay = " (LLM replies replayed from a recorded session)" if job.replay else ""
     return (
         f"Autocomp rewrote {job.kernel}: {render.fmt_speedup(info.speedup)} faster, {numbers}{replay}. "
-        f"Undo in the editor reverts it."
+        f"Undo in the editor, or the lens 'Revert', reverts it."
     )
 
 
@@ -173,7 +283,7 @@ async def finish(ls: AutocompServer, job: Job, event: ev.RunFinished) -> None:
     applied, message = await apply_candidate(ls, job, best, merge=False)
     if applied:
         _after_apply(ls, job, best)
-        diagnostics.publish(ls, job.uri)
+        published_changes(ls, job)
         ls.show(_applied_message(job, best))
     else:
         ls.show(f"Autocomp: {render.fmt_speedup(best.speedup)} found for {job.kernel}, but {message}.", lsp.MessageType.Warning)
@@ -191,9 +301,7 @@ async def apply_command(ls: AutocompServer, job: Job, info: CandidateInfo) -> di
         ls.show(f"Autocomp: {message}", lsp.MessageType.Warning)
         return {"applied": False, "message": message}
     _after_apply(ls, job, info)
-    diagnostics.publish(ls, job.uri)
-    ls.notify_status(job.status())
-    ls.refresh_lenses()
+    published_changes(ls, job)
     merged = message.startswith("merged")
     message = _applied_message(job, info)
     if merged:

@@ -132,6 +132,15 @@ def register(server: AutocompServer) -> None:
         job, info = _job_and_candidate(ls, obj, "autocomp.applyCandidate")
         return await apply.apply_command(ls, job, info)
 
+    @server.command("autocomp.revert")
+    async def revert(ls: AutocompServer, *args: Any) -> dict[str, Any]:
+        obj = one_object("autocomp.revert", args, "{jobId}")
+        job_id = _str(obj, "jobId", "autocomp.revert")
+        job = ls.jobs.get(job_id or "")
+        if job is None:
+            raise JsonRpcInvalidParams(f"autocomp.revert: no job {job_id!r} (see autocomp/jobs for the known ones)")
+        return await apply.revert(ls, job)
+
     @server.command("autocomp.showDiff")
     async def show_diff(ls: AutocompServer, *args: Any) -> dict[str, Any]:
         obj = one_object("autocomp.showDiff", args, "{jobId, candidateId}")

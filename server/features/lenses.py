@@ -40,6 +40,7 @@ def code_lenses(ls: AutocompServer, uri: str) -> list[lsp.CodeLens]:
             out.append(_lens(line, "Optimize kernel", "autocomp.optimize", {"uri": uri, "kernel": kernel.name}))
             if job is not None and not job.superseded:
                 out.append(_lens(line, render.status_line(job)))
+                out += result_lenses(job, line)
         metric = ls.measurements.get(key)
         if metric is not None:
             out.append(_lens(line, metric.display()))
@@ -47,6 +48,28 @@ def code_lenses(ls: AutocompServer, uri: str) -> list[lsp.CodeLens]:
         if note:
             out.append(_lens(line, note))
     return out
+
+
+def result_lenses(job: Any, line: int) -> list[lsp.CodeLens]:
+    """What a finished job left: "Applied 8.61x · Diff · Revert" while its candidate is in
+    the buffer; "Apply 8.61x · Diff" while one is available (autoApply "preview"/"never",
+    a cancelled or unconfirmed run, or after an undo or Revert)."""
+    if job.applied and job.applied_candidate_id:
+        info = job.candidate(job.applied_candidate_id)
+        args = {"jobId": job.id, "candidateId": job.applied_candidate_id}
+        return [
+            _lens(line, f"Applied {render.fmt_speedup(info.speedup if info else None)}"),
+            _lens(line, "Diff", "autocomp.showDiff", args),
+            _lens(line, "Revert", "autocomp.revert", {"jobId": job.id}),
+        ]
+    info = render.offered(job)
+    if info is None:
+        return []
+    args = {"jobId": job.id, "candidateId": info.candidate.id}
+    return [
+        _lens(line, f"Apply {render.fmt_speedup(info.speedup)}", "autocomp.applyCandidate", args),
+        _lens(line, "Diff", "autocomp.showDiff", args),
+    ]
 
 
 def register(server: AutocompServer) -> None:

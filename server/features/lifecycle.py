@@ -73,8 +73,16 @@ def register(server: AutocompServer) -> None:
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: AutocompServer, params: lsp.DidChangeTextDocumentParams) -> None:
-        # Detection is lazy: a change only drops the cache, so typing costs nothing.
-        ls.documents.invalidate(params.text_document.uri)
+        # Detection is lazy: a change only marks (and, in big documents, shifts) what is
+        # known, so typing costs nothing; see DocumentIndex.
+        uri = params.text_document.uri
+        ls.documents.changed(uri, list(params.content_changes))
+        # An undo that takes an applied candidate back out: the job offers it again.
+        from autocomp.server.features import apply
+
+        if any(j.applied for j in ls.jobs.for_uri(uri)):
+            for job in apply.sync_applied(ls, uri):
+                apply.published_changes(ls, job)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: AutocompServer, params: lsp.DidCloseTextDocumentParams) -> None:
@@ -83,6 +91,11 @@ def register(server: AutocompServer) -> None:
             ls.jobs.stop(job)
         ls.documents.invalidate(uri)
         ls.saved_texts.pop(uri, None)
+        from autocomp.server.features import tune_on_save
+
+        tune_on_save.forget(ls, uri)
+        for key in [k for k in ls.measurements if k[0] == uri]:
+            ls.measurements.pop(key, None)
         for key in [k for k in ls.edit_notes if k[0] == uri]:
             ls.edit_notes.pop(key, None)
 
@@ -90,10 +103,41 @@ def register(server: AutocompServer) -> None:
     async def shutdown(ls: AutocompServer, *args: object) -> None:
         ls.closing = True
         await ls.jobs.shutdown()
+        await ls.documents.close()
 
     @server.feature(lsp.EXIT)
     def exit_(ls: AutocompServer, *args: object) -> None:
-        # Without a shutdown first: ask every search to stop; asyncio.run then cancels
-        # the remaining tasks, and cancelled evaluations kill their process groups.
-        for job in ls.jobs.running():
-            ls.jobs.stop(job)
+        exit_now(ls)
+
+
+EXIT_GRACE = 0.6  # seconds the worker threads get to kill their evaluations on exit
+
+
+def exit_now(ls: AutocompServer) -> None:
+    """``exit`` (with or without ``shutdown`` first) ends the process within a second and
+    quietly: every search's worker is cancelled (which kills its evaluator process
+    groups), given ``EXIT_GRACE`` seconds, and the process leaves with ``os._exit``: no
+    event-loop teardown cancelling dozens of tasks, so no tracebacks on stderr. The exit
+    code is 0 after a shutdown, 1 without (as LSP asks)."""
+    import os
+    import sys
+    import time
+
+    from autocomp.server.worker import SearchWorker
+
+    ls.closing = True
+    workers = []
+    for job in list(ls.jobs.jobs.values()):
+        if isinstance(job.search, SearchWorker) and (job.active or (job.task is not None and not job.task.done())):
+            job.search.cancel()
+            workers.append(job.search)
+    deadline = time.monotonic() + EXIT_GRACE
+    for worker in workers:
+        worker.join_now(max(0.0, deadline - time.monotonic()))
+    code = 0 if getattr(ls.protocol, "_shutdown", False) else 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(code)

@@ -1,5 +1,7 @@
 """Tuning while editing: on save, measure the user's edit of a kernel against the version
-saved before it, and restart a running search from the edited code.
+saved before it. Saves are debounced (an autosave burst is measured once), saves that leave
+a kernel's text unchanged measure nothing, and a save never cancels a running search: the
+measurement is queued until the search ends (the user restarts from the edit explicitly).
 
 The saved-before text is the oracle, so the lens says both whether the edit still computes
 the same thing and how its speed compares ("your edit: 0.93x vs before"). The evaluation
@@ -9,6 +11,7 @@ restarted search reuses.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from lsprotocol import types as lsp
@@ -69,14 +72,42 @@ def _as_candidate(evaluation):  # an Evaluation wrapped so render.primary can re
     return Candidate(id="edit", code="", evaluation=evaluation)
 
 
+SAVE_DEBOUNCE = 0.4  # seconds: a burst of saves (autosave) is measured once, at its end
+
+
+
 def on_save(ls: AutocompServer, uri: str) -> None:
+    """Debounce: the save only (re)arms a timer; :func:`flush` runs when saves stop."""
+    if ls.document_text(uri) is None:
+        return
+    if not ls.settings.tune_on_save:
+        ls.saved_texts[uri] = ls.document_text(uri)[0]  # type: ignore[index]
+        return
+    old = ls.save_timers.pop(uri, None)
+    if old is not None:
+        old.cancel()
+    ls.save_timers[uri] = asyncio.get_running_loop().call_later(SAVE_DEBOUNCE, flush, ls, uri)
+
+
+def forget(ls: AutocompServer, uri: str) -> None:
+    """Drop a closed document's pending save."""
+    old = ls.save_timers.pop(uri, None)
+    if old is not None:
+        old.cancel()
+
+
+def flush(ls: AutocompServer, uri: str) -> None:
+    """Measure each kernel whose text the saves changed (since the last measured save),
+    one measurement at a time per kernel. A running search on that kernel is never
+    cancelled: the measurement waits for it to end."""
+    ls.save_timers.pop(uri, None)
     current = ls.document_text(uri)
     if current is None:
         return
     text = current[0]
     before = ls.saved_texts.get(uri)
     ls.saved_texts[uri] = text
-    if not ls.settings.tune_on_save or before is None or before == text:
+    if before is None or before == text:
         return
     path = uri_to_path(uri)
     for kernel in ls.kernels(uri):
@@ -89,12 +120,36 @@ def on_save(ls: AutocompServer, uri: str) -> None:
             continue
         new_code = kernel.span.text_of(text)
         if old.text_of(before) == new_code:
-            continue
+            continue  # a save that leaves this kernel's text unchanged measures nothing
+        key = (uri, kernel.name)
         running = next((j for j in ls.jobs.running(uri, kernel.name) if not j.superseded), None)
         if running is not None:
-            job = optimize_action.restart(ls, running, kernel)
-            ls.show(f"Autocomp: restarted optimizing {kernel.name} from your edit ({job.id}), best plans so far first.")
-        ls.jobs.spawn(measure_edit(ls, uri, kernel, before, new_code), f"measure edit {kernel.name}")
+            ls.edit_notes[key] = "your edit: queued (measured when the running search ends)"
+            ls.refresh_lenses()
+            ls.report_once(
+                f"Autocomp: the search on {kernel.name} keeps running on the code it started from; your saved edit "
+                f"is measured when it ends (code action 'Restart optimizing {kernel.name} from the current code' "
+                "searches from your edit)."
+            )
+        chains = ls.measure_chains
+        task = ls.jobs.spawn(_queued(ls, uri, kernel, before, new_code, chains.get(key)), f"measure edit {kernel.name}")
+        chains[key] = task
+        task.add_done_callback(lambda t, k=key: chains.pop(k, None) if chains.get(k) is t else None)
+
+
+async def _queued(
+    ls: AutocompServer, uri: str, kernel: DetectedKernel, before: str, new_code: str, previous: asyncio.Task | None
+) -> None:
+    """Wait for the measurement queued before this one and for a running search on the
+    kernel (never cancelling either), then measure."""
+    if previous is not None and not previous.done():
+        await asyncio.wait({previous})
+    while True:
+        running = [j.task for j in ls.jobs.running(uri, kernel.name) if j.task is not None and not j.task.done()]
+        if not running:
+            break
+        await asyncio.wait(set(running))
+    await measure_edit(ls, uri, kernel, before, new_code)
 
 
 def register(server: AutocompServer) -> None:

@@ -40,8 +40,25 @@
         (setq autocomp-eglot-modes (list mode))
         (setq autocomp-settings (plist-get settings :autocomp))
         (autocomp-setup)
-        ;; A user answering "yes" to eglot's "Server wants to edit ... Proceed?".
-        (setq eglot-confirm-server-initiated-edits nil)
+        ;; The shipped config must apply edits without eglot's blocking y/n prompt: any
+        ;; prompt is recorded (and answered, so the run goes on) and fails the test.
+        (advice-add 'y-or-n-p :around
+                    (lambda (_orig prompt &rest _)
+                      (push (cons 'prompted prompt) e2e-report) t))
+        ;; AUTOCOMP_E2E_TYPE_DURING_APPLY: the user types (a line at the end of the file)
+        ;; between the server computing its first edit and eglot applying it, so eglot
+        ;; sees a version mismatch; the server must re-anchor and retry.
+        (when (getenv "AUTOCOMP_E2E_TYPE_DURING_APPLY")
+          (let ((typed "\n# typed while the edit was in flight\n") (done nil))
+            (push (cons 'typed typed) e2e-report)
+            (advice-add 'eglot--apply-workspace-edit :before
+                        (lambda (&rest _)
+                          (push (cons 'apply_attempt (float-time)) e2e-report)
+                          (unless done
+                            (setq done t)
+                            (with-current-buffer (find-buffer-visiting (e2e-env "AUTOCOMP_E2E_FILE"))
+                              (save-excursion (goto-char (point-max)) (insert typed))
+                              (undo-boundary)))))))
         (add-hook 'autocomp-status-functions (lambda (status) (push status e2e-statuses)))
         (find-file (e2e-env "AUTOCOMP_E2E_FILE"))
         (funcall mode)
@@ -83,6 +100,7 @@
                                        (plist-get command :arguments))
                 (while (and (< (float-time) deadline) (equal (e2e-buffer-text) original))
                   (accept-process-output nil 0.1)))))
+          (push (cons 'apply_attempts (cl-count 'apply_attempt e2e-report :key #'car)) e2e-report)
           (push (cons 'final_text (e2e-buffer-text)) e2e-report)
           (undo-boundary)
           (let ((last-command nil)) (undo))

@@ -33,6 +33,11 @@ def _check(case: Case, report: dict, fake: FakeLLMServer) -> None:
     assert final["state"] == "finished", json.dumps(final)
     assert fake.answered > 0, "the LLM double was never called"
     original = case.text.rstrip("\n")
+    typed = report.get("typed")
+    if typed:  # typed by the user while the edit was in flight: kept, and not undone with it
+        for key in ("final_text", "after_undo"):
+            assert report[key].endswith(typed), (key, report[key][-200:])
+            report[key] = report[key][: -len(typed)]
     text = report["final_text"].rstrip("\n")
     assert text != original, "the buffer was not rewritten"
     assert case.faster_marker in text, "the buffer does not hold the faster kernel"
@@ -75,7 +80,10 @@ def test_neovim_optimizes_kernel(tmp_path: Path, flavour: str):
         assert any(t.endswith(")") and "(" in t for t in report["lenses"]), report["lenses"]  # measured metric lens
 
 
-def test_emacs_eglot_optimizes_kernel(tmp_path: Path):
+@pytest.mark.parametrize("typing", [False, True], ids=["plain", "version-mismatch"])
+def test_emacs_eglot_optimizes_kernel(tmp_path: Path, typing: bool):
+    """The shipped eglot config applies the edit with no y/n prompt; with typing during the
+    apply (a version mismatch), the server re-anchors and the retry lands."""
     case = e2e_case()
     source = tmp_path / case.filename
     source.write_text(case.text)
@@ -94,8 +102,13 @@ def test_emacs_eglot_optimizes_kernel(tmp_path: Path):
                 "AUTOCOMP_E2E_TIMEOUT": str(TIMEOUT_S - 30),
             }
         )
+        if typing:
+            env["AUTOCOMP_E2E_TYPE_DURING_APPLY"] = "1"
         cmd = [emacs(), "--batch", "-q", "-l", str(REPO / "tests" / "e2e" / "emacs_driver.el")]
         proc = run(cmd, env, TIMEOUT_S, tmp_path)
         report = read_report(out, proc)
         assert report["action"].startswith("Optimize kernel")
+        assert "prompted" not in report, f"eglot prompted: {report['prompted']!r}"
+        if typing:
+            assert report["apply_attempts"] == 2, report["apply_attempts"]  # refused once, retried once
         _check(case, report, fake)

@@ -171,3 +171,36 @@ def test_every_parameter_has_value_unit_and_source():
 def test_trace_round_trips_through_json():
     res = run(make_vector_kernel(1, 512), A)
     assert trace_from_json(trace_to_json(res.trace)) == res.trace
+
+
+def _psum_kernel(consume_at_once: bool):
+    @nki.jit
+    def k(a):
+        out = nl.ndarray((128, 16 * 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        s = nl.ndarray((128, 128), dtype=nl.bfloat16, buffer=nl.sbuf)
+        m = nl.ndarray((128, 512), dtype=nl.bfloat16, buffer=nl.sbuf)
+        nisa.memset(dst=s, value=1.0)
+        nisa.memset(dst=m, value=1.0)
+        p = nl.ndarray((16, nl.par_dim(128), 512), dtype=nl.float32, buffer=nl.psum)
+        r = nl.ndarray((128, 16 * 512), dtype=nl.float32, buffer=nl.sbuf)
+        for i in nl.sequential_range(16):
+            nisa.nc_matmul(dst=p[i], stationary=s, moving=m)
+            if consume_at_once:
+                nisa.tensor_copy(dst=r[:, i * 512:(i + 1) * 512], src=p[i])
+        if not consume_at_once:
+            for i in nl.sequential_range(16):
+                nisa.tensor_copy(dst=r[:, i * 512:(i + 1) * 512], src=p[i])
+        nisa.dma_copy(dst=out, src=r)
+        return out
+
+    return k
+
+
+def test_psum_tiles_live_beyond_its_eight_banks_are_spilled():
+    from autocomp.backends.nki.cost import PARAMS, psum_spills
+
+    held = run(_psum_kernel(False), A).trace
+    streamed = run(_psum_kernel(True), A).trace
+    assert sum(len(v) for v in psum_spills(held, int(PARAMS["psum_banks"])).values()) == 8
+    assert psum_spills(streamed, int(PARAMS["psum_banks"])) == {}
+    assert estimate(held).cycles > estimate(streamed).cycles

@@ -279,3 +279,33 @@ def test_abs_reduce_under_a_mask_dtype_views_and_predicate_indexing(old, rng):
     want = np.abs(x[:, :48]).max(axis=1, keepdims=True).astype(np.float32)
     np.testing.assert_array_equal(res.outputs[0], want.view(np.uint8))
     np.testing.assert_array_equal(res.outputs[1], x)
+
+
+TWO_PLACES = OLD + '''
+
+@nki.jit
+def two_places(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    a = nl.ndarray((par_dim(128), 512), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+    b = nl.ndarray((par_dim(128), 16384), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=150000))
+    a[...] = nl.load(x)
+    nl.store(out, value=a)
+    return out
+'''
+
+
+def test_each_fixed_placement_is_checked_in_both_processes(tmp_path, rng):
+    from autocomp.backends.nki.interp.install import execute
+    from autocomp.backends.nki.remote import KernelFailure, KernelProcess
+
+    mod, path = _module(tmp_path, "two_places", TWO_PLACES)
+    x = rng.standard_normal((128, 512)).astype(np.float32)
+    with pytest.raises(NkiError, match="base_addr 150000"):
+        execute(mod.two_places, [x], kernel_file=path)
+    proc = KernelProcess(path, "two_places")
+    try:
+        proc.load()
+        with pytest.raises((NkiError, KernelFailure), match="base_addr 150000"):
+            execute(proc.kernel, [x], kernel_file=path, names=proc.names)
+    finally:
+        proc.close()

@@ -194,6 +194,58 @@ def shapes(x):
     for j in range(1):
         nisa.dma_copy(dst=out, src=tr)
     return out
+
+
+@nki.jit
+def extras(x):
+    # x: (128, 512) float32; run with a launch grid of 2
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    scale = (nl.program_id(0) + 1) * nl.num_programs(0) * nl.program_ndim() * nl.spmd_dim(1, nl.nc(1))
+    big = nl.iinfo(nl.uint16).max + nl.iinfo(nl.uint32).min
+    eye = nl.shared_constant(np.identity(128, dtype=np.int8), dtype=nl.float32)
+    half = nl.static_cast(0.5, nl.float32)
+    e = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=e, src=eye)
+    scratch = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.private_hbm)
+    nisa.dma_copy(dst=scratch, src=t)
+    spare = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.hbm)
+    nisa.dma_copy(dst=spare, src=scratch)
+    u = nl.empty_like(t)
+    nisa.dma_copy(dst=u, src=spare)
+    nl.device_print("u", u)
+    r = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.activation(dst=u, op=nl.copy, data=u, scale=float(scale) / float(scale), reduce_op=nl.add, reduce_res=r,
+                    reduce_cmd=nisa.reduce_cmd.reset_reduce)
+    wide = nl.broadcast_to(r, (128, 512))
+    nisa.tensor_tensor(dst=u, data1=u, data2=wide, op=nl.subtract)
+    version = nisa.get_nc_version()
+    gen = nisa.nc_version.gen2
+    nisa.tensor_copy(dst=u, src=u, engine=nisa.unknown_engine)
+    p = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=p, stationary=e, moving=u)
+    sa = nl.ndarray((128, 2, 64), dtype=nl.float8_e4m3, buffer=nl.sbuf)
+    ma = nl.ndarray((128, 2, 256), dtype=nl.float8_e4m3, buffer=nl.sbuf)
+    nisa.memset(dst=sa, value=0.5)
+    nisa.memset(dst=ma, value=0.25)
+    pd = nl.ndarray((64, 256), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=pd, stationary=sa, moving=ma, perf_mode=nisa.matmul_perf_mode.double_row)
+    hb = nl.ndarray((128, 512), dtype=nl.bfloat16, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=hb, src=t)
+    q4 = nl.ndarray((128, 128), dtype=nl.float8_e4m3fn_x4, buffer=nl.sbuf)
+    s4 = nl.ndarray((128, 128), dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.quantize_mx(dst=q4, src=hb, dst_scale=s4)
+    q5 = nl.ndarray((128, 128), dtype=nl.float8_e5m2_x4, buffer=nl.sbuf)
+    s5 = nl.ndarray((128, 128), dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.quantize_mx(dst=q5, src=hb, dst_scale=s5)
+    f4 = nl.ndarray((128, 128), dtype=nl.float4_e2m1fn_x4, buffer=nl.sbuf)
+    mx = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul_mx(dst=mx, stationary=q4, moving=q4, stationary_scale=s4, moving_scale=s4)
+    nisa.nc_matmul_mx(dst=mx, stationary=q5, moving=q5, stationary_scale=s5, moving_scale=s5, accumulate=False)
+    nisa.tensor_copy(dst=u, src=p)
+    nisa.dma_copy(dst=out, src=u)
+    return out
 '''
 
 # -- the older neuronxcc.nki API ------------------------------------------------------------
@@ -298,5 +350,21 @@ def masked_tail(x):
         tile = nl.load(x[t * 128 + i_p, i_f], mask=(t * 128 + i_p < 200))
         y = nl.multiply(tile, 2.0, mask=(t * 128 + i_p < 200))
         nl.store(out[t * 128 + i_p, i_f], value=y, mask=(t * 128 + i_p < 200))
+    return out
+
+
+@nki.jit
+def extras(x):
+    # x: (128, 512) float32
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    u = nisa.tensor_copy(t, engine=nisa.scalar_engine)
+    v = nisa.tensor_copy(u, engine=nisa.gpsimd_engine)
+    w = nisa.tensor_copy(v, engine=nisa.vector_engine)
+    z = nisa.nc_transpose(w[:, 0:128], engine=nisa.tensor_engine)
+    packed = [nl.ndarray((128, 8), dtype=d, buffer=nl.sbuf)
+              for d in (nl.float8_e4m3fn_x4, nl.float8_e5m2_x4, nl.float4_e2m1fn_x4)]
+    nl.store(out, value=w)
     return out
 '''

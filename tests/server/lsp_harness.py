@@ -69,6 +69,13 @@ class Editor:
     refused_edits: int = 0
     lens_refreshes: int = 0
     requests_seen: list[str] = field(default_factory=list)
+    # Simulate typing between the server's read and the client's apply: the next
+    # applyEdit first appends this to the document (a newer version).
+    type_before_apply: str | None = None
+    # How a stale edit is refused: "result" (applied: false, as VS Code) or "error" (an
+    # error response, as eglot without the shipped config)
+    refuse_with: str = "result"
+    always_stale: bool = False  # every applyEdit finds newer text (typing never stops)
 
     # -- documents ---------------------------------------------------------------------
     def open(self, name: str, text: str) -> Doc:
@@ -91,6 +98,19 @@ class Editor:
             lsp.DidChangeTextDocumentParams(
                 text_document=lsp.VersionedTextDocumentIdentifier(uri=doc.uri, version=doc.version),
                 content_changes=[lsp.TextDocumentContentChangeWholeDocument(text=text)],
+            )
+        )
+
+    def insert(self, doc: Doc, line: int, text: str) -> None:
+        """An incremental change, as editors send while typing: ``text`` at ``line``."""
+        lines = doc.text.splitlines(keepends=True)
+        doc.text = "".join(lines[:line]) + text + "".join(lines[line:])
+        doc.version += 1
+        pos = lsp.Position(line, 0)
+        self.client.text_document_did_change(
+            lsp.DidChangeTextDocumentParams(
+                text_document=lsp.VersionedTextDocumentIdentifier(uri=doc.uri, version=doc.version),
+                content_changes=[lsp.TextDocumentContentChangePartial(range=lsp.Range(pos, pos), text=text)],
             )
         )
 
@@ -181,11 +201,20 @@ def make_editor(capabilities: str, root: str, fake: FakeLLMServer) -> Editor:
     @client.feature(lsp.WORKSPACE_APPLY_EDIT)
     def apply_edit(params: lsp.ApplyWorkspaceEditParams) -> lsp.ApplyWorkspaceEditResult:
         edit = params.edit
+        if editor.type_before_apply is not None:
+            typed = editor.type_before_apply
+            if not editor.always_stale:
+                editor.type_before_apply = None
+            for uri in [c.text_document.uri for c in edit.document_changes or []] + list(edit.changes or {}):
+                doc = editor.docs[uri]
+                editor.replace(doc, doc.text + typed)
         if edit.document_changes:
             for change in edit.document_changes:
                 doc = editor.docs[change.text_document.uri]
                 if change.text_document.version is not None and change.text_document.version != doc.version:
                     editor.refused_edits += 1
+                    if editor.refuse_with == "error":
+                        raise RuntimeError(f"Edits on {doc.uri} require version {change.text_document.version}, you have {doc.version}")
                     return lsp.ApplyWorkspaceEditResult(applied=False, failure_reason="stale version")
                 editor.replace(doc, _apply_text_edits(doc.text, list(change.edits)))
         else:

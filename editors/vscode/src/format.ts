@@ -51,12 +51,17 @@ export function statusBarText(job: JobStatus): string {
           ? "$(circle-slash)"
           : "$(error)";
   const parts = [`${icon} Autocomp ${job.kernel}: ${STATE_WORDS[job.state]}`];
-  if (job.state === "running") {
-    parts.push(`iter ${job.iteration}/${job.iterations}`);
-    parts.push(`${job.evaluated} evaluated`);
-  }
-  if (job.bestSpeedup !== null && job.bestSpeedup !== undefined) {
-    parts.push(`best ${formatSpeedup(job.bestSpeedup)}`);
+  if (job.state === "running" && job.progress) {
+    // The server's one progress snapshot: the same text as $/progress and the lens.
+    parts.push(job.progress);
+  } else {
+    if (job.state === "running") {
+      parts.push(`iteration ${job.iteration}/${job.iterations}`);
+      parts.push(`${job.evaluated} candidates`);
+    }
+    if (job.bestSpeedup !== null && job.bestSpeedup !== undefined) {
+      parts.push(`best ${formatSpeedup(job.bestSpeedup)}`);
+    }
   }
   if (job.replay) {
     parts.push("(replay)");

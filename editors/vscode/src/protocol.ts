@@ -42,6 +42,11 @@ export interface JobStatus {
   replay: boolean;
   /** True when the evaluator tier confirms timings (not an estimate or compile check). */
   confirmed: boolean;
+  /** The server's progress snapshot ("iteration 3/8 · 41 candidates · best 2.10x"), the same
+   * text $/progress and the lens show. */
+  progress?: string;
+  /** True while a candidate of this job is in the buffer (auto-applied or applied). */
+  applied?: boolean;
 }
 
 /** A measured figure; it always says its unit and where it came from. */

@@ -52,9 +52,14 @@ test("metrics carry unit and source", () => {
 test("status bar shows progress while running, with a spinner", () => {
   const text = statusBarText(job());
   assert.match(text, /^\$\(sync~spin\) Autocomp matmul: optimizing/);
-  assert.match(text, /iter 2\/4/);
-  assert.match(text, /11 evaluated/);
+  assert.match(text, /iteration 2\/4/);
+  assert.match(text, /11 candidates/);
   assert.match(text, /best 1\.83x/);
+});
+
+test("status bar shows the server's progress snapshot verbatim (the same text as $/progress and the lens)", () => {
+  const progress = "iteration 3/4 · 12 candidates · best 1.90x";
+  assert.equal(statusBarText(job({ progress })), `$(sync~spin) Autocomp matmul: optimizing · ${progress}`);
 });
 
 test("status bar marks replayed sessions and ended jobs", () => {
