@@ -124,6 +124,13 @@ def _shift(kernels: list[DetectedKernel], changes: list[Any]) -> tuple[list[Dete
     return kernels, exact
 
 
+def _problem_in_child(target: str, settings: dict[str, Any], path: str, text: str, function: str) -> Any:
+    """Runs in the detection process: a backend's Problem for one kernel of a big text."""
+    from autocomp.backends import get_backend
+
+    return get_backend(target, settings).make_problem(path, text, function=function)
+
+
 @dataclass
 class _Entry:
     """What is known of one document: kernels found on some version, shifted since by the
@@ -154,8 +161,13 @@ class DocumentIndex:
         self._cache: dict[str, _Entry] = {}
         self.on_update = on_update
         self._pool: Any = None
+        self._problems: dict[tuple[str, str], tuple[int, Any]] = {}
+        self._building: set[tuple[str, str]] = set()
+        self._tasks: set[asyncio.Task[Any]] = set()
 
     def invalidate(self, uri: str) -> None:
+        for key in [k for k in self._problems if k[0] == uri]:
+            self._problems.pop(key, None)
         entry = self._cache.pop(uri, None)
         if entry is not None and entry.pending is not None:
             entry.pending.cancel()
@@ -254,6 +266,46 @@ class DocumentIndex:
         entry.pending = None
         if self.on_update is not None:
             self.on_update(uri)
+
+    def problem(self, uri: str, kernel: DetectedKernel, settings: dict[str, Any]) -> Any:
+        """The backend's Problem for a kernel of the current text, for features that only
+        look at it (similar runs). A big document's is built in the detection process:
+        until it is ready (or after an edit) this returns the last one, or None."""
+        source = self.source(uri)
+        if source is None:
+            return None
+        text, _version = source
+        key = (uri, kernel.name)
+        text_id = hash(text)
+        cached = self._problems.get(key)
+        if cached is not None and cached[0] == text_id:
+            return cached[1]
+        if len(text) <= INLINE_BYTES:
+            problem = kernel.backend.make_problem(uri_to_path(uri), text, function=kernel.name)
+            self._problems[key] = (text_id, problem)
+            return problem
+        if key not in self._building:
+            self._building.add(key)
+            loop = asyncio.get_running_loop()
+
+            async def build() -> None:
+                try:
+                    await asyncio.sleep(DETECT_DEBOUNCE)  # built once typing pauses
+                    now = self.source(uri)
+                    if now is None:
+                        return
+                    problem = await loop.run_in_executor(
+                        self._executor(), _problem_in_child, kernel.target, settings, uri_to_path(uri), now[0], kernel.name
+                    )
+                    self._problems[key] = (hash(now[0]), problem)
+                except Exception:
+                    log.debug("problem for %s failed", key, exc_info=True)
+                finally:
+                    self._building.discard(key)
+
+            self._tasks.add(loop.create_task(build()))
+            self._tasks = {t for t in self._tasks if not t.done()}
+        return cached[1] if cached is not None else None
 
     def source(self, uri: str) -> tuple[str, int | None] | None:
         """The document's current text and version (set by the server)."""

@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import statistics
 import struct
 import subprocess
 import sys
@@ -243,13 +242,7 @@ class Runner:
                     return {**result, "stage": "done", "correct": False, "reason": f"timed trial {i + 1} (fresh inputs): {why}"}
                 if i >= warmup:
                     cand_ms.append(ms)
-            overhead = statistics.median(overhead_ms)
-            floor = 1e-3
-            result["ref_ms"] = [max(m - overhead, floor) for m in ref_ms]
-            result["cand_ms"] = [max(m - overhead, floor) for m in cand_ms]
-            result["overhead_ms"] = overhead
-            result["round_trip_ms"] = {"reference": statistics.median(ref_ms), "candidate": statistics.median(cand_ms)}
-            return {**result, "stage": "done"}
+            return {**result, **runner_main.timings(ref_ms, cand_ms, overhead_ms), "stage": "done"}
         except (ChildError, OSError, struct.error) as exc:
             who = "candidate" if cand is not None else "original kernel"
             return {"stage": "run" if cand is not None else "reference",
@@ -258,7 +251,6 @@ class Runner:
             for child in (cand, ref):
                 if child is not None:
                     child.close()
-
 
 
 def main(argv: list[str] | None = None) -> int:

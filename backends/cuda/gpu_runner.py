@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import statistics
 import subprocess
 import sys
 import time
@@ -223,13 +222,7 @@ class Runner:
                             "reason": f"timed trial {i + 1} (fresh inputs): {why}"}
                 if i >= warmup:
                     cand_ms.append(ms)
-            overhead = statistics.median(overhead_ms)
-            floor = 1e-3
-            result["ref_ms"] = [max(m - overhead, floor) for m in ref_ms]
-            result["cand_ms"] = [max(m - overhead, floor) for m in cand_ms]
-            result["overhead_ms"] = overhead
-            result["round_trip_ms"] = {"reference": statistics.median(ref_ms), "candidate": statistics.median(cand_ms)}
-            return {**result, "stage": "done"}
+            return {**result, **runner_main.timings(ref_ms, cand_ms, overhead_ms), "stage": "done"}
         except (gpu_wire.WireError, OSError) as exc:
             who = "candidate" if cand is not None else "reference"
             log = (cand or ref).log_tail(os.path.join(work, f"{who}.log"))
@@ -239,7 +232,6 @@ class Runner:
             for child in (cand, ref):
                 if child is not None:
                     child.close()
-
 
 
 def main(argv: list[str] | None = None) -> int:

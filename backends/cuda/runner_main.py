@@ -9,6 +9,7 @@ import argparse
 import importlib
 import json
 import os
+import statistics
 import sys
 import traceback
 from typing import Any, Callable
@@ -32,6 +33,16 @@ def emit(result: dict[str, Any]) -> None:
         os.close(3)
     except OSError:
         sys.stdout.write(json.dumps(result) + "\n")
+
+
+def timings(ref_ms: list[float], cand_ms: list[float], overhead_ms: list[float]) -> dict[str, Any]:
+    """The figures of a timed run: each round trip (this process's clock) less the median
+    transfer calibration measured on the reference's child, floored at 1 microsecond."""
+    overhead = statistics.median(overhead_ms)
+    floor = 1e-3
+    return {"ref_ms": [max(m - overhead, floor) for m in ref_ms], "cand_ms": [max(m - overhead, floor) for m in cand_ms],
+            "overhead_ms": overhead,
+            "round_trip_ms": {"reference": statistics.median(ref_ms), "candidate": statistics.median(cand_ms)}}
 
 
 def main(description: str, run: Callable[[dict[str, Any]], dict[str, Any]], needs: str, missing: str,

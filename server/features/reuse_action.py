@@ -39,7 +39,10 @@ def code_actions(ls: AutocompServer, uri: str, detected: DetectedKernel, line: i
     from autocomp.schedules import similar_runs
 
     try:
-        matches = similar_runs(ls.store(), _problem(ls, uri, detected))[:MAX_ACTIONS]
+        problem = ls.documents.problem(uri, detected, ls.settings.target_settings(detected.target))
+        if problem is None:  # a big document's is still being built, off the loop
+            return []
+        matches = similar_runs(ls.store(), problem)[:MAX_ACTIONS]
     except Exception:  # an unreadable store or an odd kernel: no reuse actions, nothing else lost
         log.debug("similar runs unavailable", exc_info=True)
         return []
