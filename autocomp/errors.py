@@ -3,9 +3,8 @@
 An ``UserError`` carries one line that says what went wrong and how to fix it; the CLI prints
 it as ``autocomp: MESSAGE`` and exits 2, the server shows it once as a message. Anything
 else escaping is a bug and gets a traceback. Subclasses: ``CliError``, ``ConfigError``,
-``LLMConfigError``, ``StoreError``, ``ExecutorError``'s base aside (targets raise
-``BackendError``, which front ends treat the same way), ``RunSetupError``, ``Conflict``,
-``ReuseError``, ``SettingError``.
+``LLMConfigError``, ``StoreError``, ``BackendError`` (what targets raise, in
+backends/base.py), ``RunSetupError``, ``Conflict``, ``ReuseError``, ``SettingError``.
 """
 
 from __future__ import annotations

@@ -12,13 +12,14 @@ import abc
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Sequence
 
+from autocomp.errors import UserError
 from autocomp.model import Evaluation, KernelSpan, Problem
 
 if TYPE_CHECKING:
     from autocomp.prompts import PromptPieces
 
 
-class BackendError(Exception):
+class BackendError(UserError):
     """A problem the user must fix (no kernel found, missing toolchain, bad annotation).
 
     The message says what went wrong and what to do about it.

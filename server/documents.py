@@ -267,6 +267,27 @@ class DocumentIndex:
         if self.on_update is not None:
             self.on_update(uri)
 
+    async def scan(self, uri: str, text: str, targets: list[str], settings: dict[str, dict[str, Any]]) -> list[DetectedKernel]:
+        """Kernels of any text of this document (e.g. the version saved before), found on
+        the spot when small and in the detection process when big."""
+        chosen = self._backends_for(uri, targets, settings)
+        if len(text) <= INLINE_BYTES:
+            return self._detect(uri, text, chosen)
+        by_name = dict(chosen)
+        found = await asyncio.get_running_loop().run_in_executor(
+            self._executor(), _detect_in_child, uri_to_path(uri), text, [(n, settings.get(n, {})) for n, _b in chosen]
+        )
+        return [DetectedKernel(KernelSpan.from_json(span), by_name[name]) for span, name in found if name in by_name]
+
+    async def make_problem(self, uri: str, kernel: DetectedKernel, text: str, settings: dict[str, Any]) -> Any:
+        """The backend's Problem for ``kernel`` in ``text``: built on the spot for a small
+        text, in the detection process for a big one (a backend parses the whole file)."""
+        if len(text) <= INLINE_BYTES:
+            return kernel.backend.make_problem(uri_to_path(uri), text, function=kernel.name)
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor(), _problem_in_child, kernel.target, settings, uri_to_path(uri), text, kernel.name
+        )
+
     def problem(self, uri: str, kernel: DetectedKernel, settings: dict[str, Any]) -> Any:
         """The backend's Problem for a kernel of the current text, for features that only
         look at it (similar runs). A big document's is built in the detection process:

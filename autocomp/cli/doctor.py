@@ -17,6 +17,9 @@ from autocomp.store import default_home
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("doctor", help="check each target's toolchain and the LLM setup")
     p.add_argument("--json", action="store_true")
+    from autocomp.schema import add_set_flag
+
+    add_set_flag(p)  # --set target.gemmini.spike=/opt/spike/bin/spike: check the toolchain a run would use
     p.set_defaults(handler=run)
 
 
@@ -44,11 +47,15 @@ def isolation_report() -> dict:
     }
 
 
-def collect() -> dict:
+def collect(args: argparse.Namespace | None = None) -> dict:
+    """The report; ``args`` brings ``--set`` (and the workspace ``autocomp.toml``), so each
+    target is checked with the settings a run would use."""
+    from autocomp.cli.common import target_settings
+
     report: dict = {"isolation": isolation_report(), "targets": {}, "llm": {}, "store": str(default_home())}
     for name in target_names():
         try:
-            backend = get_backend(name)
+            backend = get_backend(name, target_settings(args, name) if args is not None else None)
             checks = backend.doctor()
             tier = backend.tier()
             report["targets"][name] = {
@@ -70,7 +77,7 @@ def collect() -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    report = collect()
+    report = collect(args)
     if args.json:
         print(json.dumps(report, indent=2))
         return EXIT_OK

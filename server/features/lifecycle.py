@@ -94,6 +94,10 @@ def register(server: AutocompServer) -> None:
         from autocomp.server.features import tune_on_save
 
         tune_on_save.forget(ls, uri)
+        from autocomp.server.features import reuse_action
+
+        for key in [k for k in reuse_action._similar if k[0] == uri]:
+            reuse_action._similar.pop(key, None)
         for key in [k for k in ls.measurements if k[0] == uri]:
             ls.measurements.pop(key, None)
         for key in [k for k in ls.edit_notes if k[0] == uri]:

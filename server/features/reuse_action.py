@@ -12,19 +12,23 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Any
 
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 
 from autocomp.backends.base import BackendError
-from autocomp.server.documents import DetectedKernel
+from autocomp.server.documents import INLINE_BYTES, DetectedKernel
 from autocomp.server.server import AutocompServer
 
 log = logging.getLogger(__name__)
 
 COMMAND = "autocomp.optimizeLike"
 MAX_ACTIONS = 3
+SIMILAR_TTL = 5.0
+# (uri, kernel) -> (problem, when, matches): code actions come with every cursor move
+_similar: dict[tuple[str, str], tuple[Any, float, list[Any]]] = {}
 
 
 def _problem(ls: AutocompServer, uri: str, detected: DetectedKernel) -> Any:
@@ -42,7 +46,15 @@ def code_actions(ls: AutocompServer, uri: str, detected: DetectedKernel, line: i
         problem = ls.documents.problem(uri, detected, ls.settings.target_settings(detected.target))
         if problem is None:  # a big document's is still being built, off the loop
             return []
-        matches = similar_runs(ls.store(), problem)[:MAX_ACTIONS]
+        key = (uri, detected.name)
+        cached = _similar.get(key)
+        now = time.monotonic()
+        big = len((ls.document_text(uri) or ("", None))[0]) > INLINE_BYTES
+        if big and cached is not None and cached[0] is problem and now - cached[1] < SIMILAR_TTL:
+            matches = cached[2]
+        else:  # for a big document, the store is scanned at most every SIMILAR_TTL s
+            matches = similar_runs(ls.store(), problem)[:MAX_ACTIONS]
+            _similar[key] = (problem, now, matches)
     except Exception:  # an unreadable store or an odd kernel: no reuse actions, nothing else lost
         log.debug("similar runs unavailable", exc_info=True)
         return []

@@ -18,7 +18,7 @@ from lsprotocol import types as lsp
 
 from autocomp.model import Verdict
 from autocomp.server import render
-from autocomp.server.documents import DetectedKernel, uri_to_path
+from autocomp.server.documents import DetectedKernel
 from autocomp.server.features import optimize_action
 from autocomp.server.server import AutocompServer
 from autocomp.server.worker import run_in_thread
@@ -37,7 +37,7 @@ async def measure_edit(ls: AutocompServer, uri: str, kernel: DetectedKernel, bef
     backend = kernel.backend
     try:
         backend = optimize_action.fresh_backend(ls, kernel)
-        problem = backend.make_problem(uri_to_path(uri), before, function=kernel.name)
+        problem = await ls.documents.make_problem(uri, kernel, before, ls.settings.target_settings(kernel.target))
         store = ls.store()
 
         async def evaluate():
@@ -97,10 +97,16 @@ def forget(ls: AutocompServer, uri: str) -> None:
 
 
 def flush(ls: AutocompServer, uri: str) -> None:
+    """The end of a burst of saves: measure what changed (see :func:`measure_saved`)."""
+    ls.save_timers.pop(uri, None)
+    ls.jobs.spawn(measure_saved(ls, uri), f"saved {uri}")
+
+
+async def measure_saved(ls: AutocompServer, uri: str) -> None:
     """Measure each kernel whose text the saves changed (since the last measured save),
     one measurement at a time per kernel. A running search on that kernel is never
-    cancelled: the measurement waits for it to end."""
-    ls.save_timers.pop(uri, None)
+    cancelled: the measurement waits for it to end. Both versions are scanned off the
+    event loop when the document is big."""
     current = ls.document_text(uri)
     if current is None:
         return
@@ -109,12 +115,14 @@ def flush(ls: AutocompServer, uri: str) -> None:
     ls.saved_texts[uri] = text
     if before is None or before == text:
         return
-    path = uri_to_path(uri)
-    for kernel in ls.kernels(uri):
-        try:
-            old_spans = {s.name: s for s in kernel.backend.detect(path, before)}
-        except Exception:
-            continue
+    s = ls.settings
+    try:
+        old_spans = {k.name: k.span for k in await ls.documents.scan(uri, before, s.targets, s.target)}
+        now = await ls.documents.scan(uri, text, s.targets, s.target)
+    except Exception:
+        log.exception("scanning the saved versions of %s failed", uri)
+        return
+    for kernel in now:
         old = old_spans.get(kernel.name)
         if old is None:
             continue

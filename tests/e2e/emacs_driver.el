@@ -105,6 +105,18 @@
           (undo-boundary)
           (let ((last-command nil)) (undo))
           (push (cons 'after_undo (e2e-buffer-text)) e2e-report)
+          ;; eglot 1.9 draws no lenses, but the server's answer says what the kernel's state
+          ;; is: after the undo, the candidate is offered again ("Apply …x").
+          (eglot--signal-textDocument/didChange)
+          (let ((titles nil) (tries 0))
+            (while (and (< tries 50) (not (cl-some (lambda (tt) (string-prefix-p "Apply " tt)) titles)))
+              (setq tries (1+ tries))
+              (accept-process-output nil 0.2)
+              (setq titles (mapcar (lambda (l) (plist-get (plist-get l :command) :title))
+                                   (append (jsonrpc-request (eglot-current-server) :textDocument/codeLens
+                                                            `(:textDocument ,(eglot--TextDocumentIdentifier)))
+                                           nil))))
+            (push (cons 'lenses_after_undo (vconcat titles)) e2e-report))
           (push (cons 'version emacs-version) e2e-report)
           (set-buffer-modified-p nil)
           (ignore-errors (eglot-shutdown (eglot-current-server)))))

@@ -152,16 +152,48 @@ local ok, err = pcall(function()
     report.applied_via = "auto"
   end
   report.final_text = table.concat(vim.api.nvim_buf_get_lines(bufnr, 0, -1, false), "\n")
-  vim.lsp.codelens.refresh()
-  vim.wait(3000, function()
-    return #(vim.lsp.codelens.get(bufnr) or {}) > 0
-  end, 50)
-  report.lenses = {}
-  for _, lens in ipairs(vim.lsp.codelens.get(bufnr) or {}) do
-    table.insert(report.lenses, lens.command and lens.command.title or "")
+  -- The lenses once the server has taken the apply in ("Applied …x · Diff · Revert"): the
+  -- buffer changes before the server hears the edit was applied.
+  local function lens_titles()
+    local titles = {}
+    local res = vim.lsp.buf_request_sync(bufnr, "textDocument/codeLens",
+      { textDocument = { uri = vim.uri_from_bufnr(bufnr) } }, 5000) or {}
+    for _, response in pairs(res) do
+      for _, lens in ipairs(response.result or {}) do
+        table.insert(titles, lens.command and lens.command.title or "")
+      end
+    end
+    return titles
   end
+  vim.wait(10000, function()
+    report.lenses = lens_titles()
+    for _, t in ipairs(report.lenses) do
+      if t:match("^Applied ") then
+        return true
+      end
+    end
+    return false
+  end, 200)
   vim.cmd("silent undo")
   report.after_undo = table.concat(vim.api.nvim_buf_get_lines(bufnr, 0, -1, false), "\n")
+  -- After the undo the server offers the candidate again: "Apply …x · Diff", and the
+  -- status line says "candidate available" (the editor's own didChange tells it).
+  local lens_params = { textDocument = { uri = vim.uri_from_bufnr(bufnr) } }
+  vim.wait(10000, function()
+    report.lenses_after_undo = {}
+    local res = vim.lsp.buf_request_sync(bufnr, "textDocument/codeLens", lens_params, 5000) or {}
+    local offered = false
+    for _, response in pairs(res) do
+      for _, lens in ipairs(response.result or {}) do
+        local title = lens.command and lens.command.title or ""
+        table.insert(report.lenses_after_undo, title)
+        if title:match("^Apply ") then
+          offered = true
+        end
+      end
+    end
+    return offered
+  end, 200)
   report.version = tostring(vim.version().major) .. "." .. tostring(vim.version().minor)
 end)
 

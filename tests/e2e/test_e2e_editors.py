@@ -78,6 +78,11 @@ def test_neovim_optimizes_kernel(tmp_path: Path, flavour: str):
         assert report["action"].startswith("Optimize kernel")
         _check(case, report, fake)
         assert any(t.endswith(")") and "(" in t for t in report["lenses"]), report["lenses"]  # measured metric lens
+        # What changed and the way back, with the result's own figure; after undo, offered again.
+        speed = f"{report['final']['bestSpeedup']:.2f}x"
+        assert f"Applied {speed}" in report["lenses"] and "Revert" in report["lenses"], report["lenses"]
+        assert f"Apply {speed}" in report["lenses_after_undo"], report["lenses_after_undo"]
+        assert any(t.startswith("Autocomp: candidate available") for t in report["lenses_after_undo"]), report["lenses_after_undo"]
 
 
 @pytest.mark.parametrize("typing", [False, True], ids=["plain", "version-mismatch"])
@@ -112,3 +117,5 @@ def test_emacs_eglot_optimizes_kernel(tmp_path: Path, typing: bool):
         if typing:
             assert report["apply_attempts"] == 2, report["apply_attempts"]  # refused once, retried once
         _check(case, report, fake)
+        speed = f"{report['final']['bestSpeedup']:.2f}x"
+        assert f"Apply {speed}" in report["lenses_after_undo"], report["lenses_after_undo"]

@@ -115,3 +115,19 @@ async def test_server_reads_workspace_autocomp_toml(tmp_path):
         finally:
             await ed.client.shutdown_session()
             await ed.client.stop()
+
+
+def test_doctor_takes_set_and_checks_targets_with_those_settings(tmp_path):
+    """``autocomp doctor --set KEY=VALUE`` reaches each target's settings (issue 13, item 4)."""
+    import json as _json
+    import os as _os
+    import subprocess as _sp
+    import sys as _sys
+
+    env = dict(_os.environ, AUTOCOMP_HOME=str(tmp_path / "home"))
+    run = lambda *a: _sp.run([_sys.executable, "-m", "autocomp", "doctor", "--json", *a], cwd=tmp_path, env=env,  # noqa: E731
+                             capture_output=True, text=True, timeout=120)
+    plain = _json.loads(run().stdout)["targets"]["nki"]
+    forced = _json.loads(run("--set", "target.nki.tier=neuron").stdout)["targets"]["nki"]
+    assert plain["tier"] == "nki interpreter"
+    assert forced["tier"] != plain["tier"]  # the Neuron tier asked for; this machine has no Neuron SDK
