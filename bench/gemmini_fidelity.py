@@ -121,22 +121,28 @@ static void kernel(void) {
 }
 """
 
-MAIN = r"""
+def checking_main(m: str, n: str, k: str, row_step: int) -> str:
+    """The program's main: fill A and B, measure one call of kernel(), spot-check C against
+    a saturating int8 GEMM (every ``row_step``-th row, every 13th column)."""
+    return (r"""
 AUTOCOMP_HARNESS_FN int main(void) {
-  for (int i = 0; i < M; i++) for (int k = 0; k < K; k++) A[i][k] = (elem_t)((i * 7 + k) % 5 - 2);
-  for (int k = 0; k < K; k++) for (int j = 0; j < N; j++) B[k][j] = (elem_t)((k + j * 3) % 7 - 3);
+  for (int i = 0; i < @M; i++) for (int k = 0; k < @K; k++) A[i][k] = (elem_t)((i * 7 + k) % 5 - 2);
+  for (int k = 0; k < @K; k++) for (int j = 0; j < @N; j++) B[k][j] = (elem_t)((k + j * 3) % 7 - 3);
   AUTOCOMP_MEASURE_BEGIN();
   kernel();
   AUTOCOMP_MEASURE_END();
-  for (int i = 0; i < M; i += 97) for (int j = 0; j < N; j += 13) {
+  for (int i = 0; i < @M; i += @STEP) for (int j = 0; j < @N; j += 13) {
     int32_t s = 0;
-    for (int k = 0; k < K; k++) s += A[i][k] * B[k][j];
+    for (int k = 0; k < @K; k++) s += A[i][k] * B[k][j];
     elem_t want = s > 127 ? 127 : (s < -128 ? -128 : s);
     if (C[i][j] != want) { printf("mismatch at %d %d: %d != %d\n", i, j, C[i][j], want); return 2; }
   }
   return 0;
 }
-"""
+""".replace("@M", m).replace("@N", n).replace("@K", k).replace("@STEP", str(row_step)))
+
+
+MAIN = checking_main("M", "N", "K", 97)
 
 PUBLISHED_BEFORE = 3_435_455
 PUBLISHED_AFTER = 1_519_076
@@ -178,21 +184,7 @@ static void kernel(void) {
   gemmini_fence();
 }
 #endif
-AUTOCOMP_HARNESS_FN int main(void) {
-  for (int i = 0; i < S; i++) for (int k = 0; k < S; k++) A[i][k] = (elem_t)((i * 7 + k) % 5 - 2);
-  for (int k = 0; k < S; k++) for (int j = 0; j < S; j++) B[k][j] = (elem_t)((k + j * 3) % 7 - 3);
-  AUTOCOMP_MEASURE_BEGIN();
-  kernel();
-  AUTOCOMP_MEASURE_END();
-  for (int i = 0; i < S; i += 17) for (int j = 0; j < S; j += 13) {
-    int32_t s = 0;
-    for (int k = 0; k < S; k++) s += A[i][k] * B[k][j];
-    elem_t want = s > 127 ? 127 : (s < -128 ? -128 : s);
-    if (C[i][j] != want) { printf("mismatch at %d %d: %d != %d\n", i, j, C[i][j], want); return 2; }
-  }
-  return 0;
-}
-"""
+""" + checking_main("S", "S", "S", 17)
 
 
 async def cycles(tc: GemminiToolchain, name: str, kernel: str, work: Path, whole: str | None = None) -> tuple[int, float]:
