@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import socket
 import sys
 import tempfile
@@ -18,8 +19,25 @@ from autocomp import sandbox
 from autocomp.sandbox import Isolation, SandboxUnavailable, python_view, run_limited
 
 
+_WORKDIRS: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _remove_workdirs():
+    """Each attack's scratch folder goes when its test ends, whatever the attack left there."""
+    yield
+    while _WORKDIRS:
+        shutil.rmtree(_WORKDIRS.pop(), ignore_errors=True)
+
+
+def _workdir(prefix: str) -> str:
+    path = tempfile.mkdtemp(prefix=prefix)
+    _WORKDIRS.append(path)
+    return path
+
+
 def run(argv, **kw):
-    workdir = tempfile.mkdtemp(prefix="autocomp-attack-")
+    workdir = _workdir("autocomp-attack-")
     return asyncio.run(run_limited(argv, workdir, kw.pop("timeout", 20), **kw)), workdir
 
 
@@ -204,7 +222,7 @@ def test_sandbox_attack_keys_through_a_remote_transport(hostile):
     """A remote worker command (ssh/srun) runs outside the jail because it needs the network,
     but candidate code only travels through it as data: it gets none of the user's
     variables besides what a transport needs, so no key reaches the GPU host."""
-    workdir = tempfile.mkdtemp(prefix="autocomp-transport-")
+    workdir = _workdir("autocomp-transport-")
     result = asyncio.run(sandbox.run_transport(["/usr/bin/env"], workdir, 20))
     assert result.isolation == "transport" and "PATH=" in result.stdout
     hostile.check(result.stdout, result.stderr)
