@@ -12,8 +12,8 @@ in the cache key, the concurrency bound — and hands each uncached evaluation t
   process itself. The driver's sandbox mode travels with every task and is imposed on the
   worker (a worker whose environment says ``AUTOCOMP_SANDBOX=off`` still isolates when the
   driver does). A task asks for one CPU plus the device its target's confirming tier needs
-  when the cluster has it (``GPU`` for CUDA, ``trainium`` for NKI, ``gemmini_sim`` for
-  Gemmini; see :data:`DEVICE_RESOURCES`). Cancelling the awaiting coroutine cancels the task
+  when the cluster has it (each target declares its ``device_resource``, e.g. ``GPU``; see
+  :func:`autocomp.backends.device_resource`). Cancelling the awaiting coroutine cancels the task
   with ``force=True``: the worker is killed, and with it (``--die-with-parent``) every
   sandboxed child. A worker that dies for any other reason is retried on another worker
   (``max_retries``), and an evaluation that failed for good is reported, not cached.
@@ -39,11 +39,18 @@ from autocomp.backends.base import Backend, BackendError
 from autocomp.model import Evaluation, Problem
 from autocomp.sandbox import cpu_slots
 
-# The device each target's confirming tier needs, requested only where the cluster
-# advertises it (otherwise the task runs on a CPU worker and the backend reports the
-# tier it could use there). A backend may override this with a method
-# ``executor_resources(cluster: dict[str, float]) -> dict[str, float]``.
-DEVICE_RESOURCES: dict[str, str] = {"cuda": "GPU", "nki": "trainium", "gemmini": "gemmini_sim"}
+# The device each target's confirming tier needs (its declaration's ``device_resource``),
+# requested only where the cluster advertises it (otherwise the task runs on a CPU worker
+# and the backend reports the tier it could use there). A backend may override this with a
+# method ``executor_resources(cluster: dict[str, float]) -> dict[str, float]``.
+
+
+def __getattr__(name: str) -> Any:
+    if name == "DEVICE_RESOURCES":  # target -> resource, from the declarations
+        from autocomp.backends import targets
+
+        return {t.name: t.device_resource for t in targets() if t.device_resource}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 EXECUTOR_HELP = "local (a process pool on this machine, the default), ray (join RAY_ADDRESS or a local Ray head, else start one) or ray://HOST:PORT (Ray Client)"
 
@@ -112,7 +119,9 @@ def task_resources(backend: Backend, cluster: dict[str, float]) -> dict[str, Any
         wanted = dict(hook(dict(cluster)))
     else:
         wanted = {"CPU": 1.0}
-        device = DEVICE_RESOURCES.get(backend.name)
+        from autocomp.backends import device_resource
+
+        device = device_resource(backend.name)
         if device and cluster.get(device, 0.0) >= 1.0:
             wanted[device] = 1.0
     options: dict[str, Any] = {"num_cpus": wanted.pop("CPU", 1.0), "num_gpus": wanted.pop("GPU", 0.0)}
@@ -216,7 +225,10 @@ class RayExecutor:
                 raise ExecutorError(f"cannot connect to {where}: {type(exc).__name__}: {exc}") from exc
 
     def describe(self) -> str:
-        devices = ", ".join(f"{k} {v:g}" for k, v in sorted(self.cluster.items()) if k in ("CPU", "GPU") or k in DEVICE_RESOURCES.values())
+        from autocomp.backends import device_resources
+
+        known = device_resources()
+        devices = ", ".join(f"{k} {v:g}" for k, v in sorted(self.cluster.items()) if k in ("CPU", "GPU") or k in known)
         return f"ray ({self.address or 'local/RAY_ADDRESS'}; {devices})"
 
     async def evaluate(self, backend: Backend, problem: Problem, code: str) -> Evaluation:

@@ -14,11 +14,13 @@ from dataclasses import dataclass
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<tag>[\w+#.-]*)[^\n]*$", re.MULTILINE)
 
-LANGUAGE_ALIASES = {
-    "c": {"c", "h", "cpp", "c++", "cc"},
-    "cuda": {"cuda", "cu", "cpp", "c++", "c"},
-    "python": {"python", "py", "python3"},
-}
+
+def language_aliases(language: str) -> set[str]:
+    """The fence tags accepted for ``language``: what the targets declare (their
+    ``TargetInfo.fences``), else the tag itself."""
+    from autocomp.backends import fence_aliases
+
+    return fence_aliases(language)
 
 
 @dataclass
@@ -62,7 +64,7 @@ def extract_code(reply: str, language: str, kernel_name: str = "") -> Extraction
         if blocks and not blocks[-1].closed:
             return Extraction(None, "no code in reply: the reply was cut off inside its code block (truncated)")
         return Extraction(None, "no code in reply: expected the whole kernel in a ``` fenced block")
-    aliases = LANGUAGE_ALIASES.get(language, {language})
+    aliases = language_aliases(language)
 
     def score(block: _Block) -> tuple[int, int, int]:
         return (

@@ -16,11 +16,11 @@ from __future__ import annotations
 from string import Template
 from typing import Sequence
 
+from autocomp.backends import target_title
 from autocomp.llm.base import LLMRequest
 from autocomp.model import Candidate, Metric, Verdict
 from autocomp.prompts import PromptPieces, read_text
 
-TITLES = {"gemmini": "the Gemmini systolic-array accelerator", "nki": "AWS Trainium (NKI kernels)", "cuda": "NVIDIA GPUs (CUDA)"}
 
 # How much evaluator output a prompt quotes: the head (where the first compiler error is)
 # and the tail (where the final summary is), with the middle elided.
@@ -109,7 +109,7 @@ def format_tried(tried: Sequence[tuple[Candidate, str]]) -> str:
 
 def _common(pieces: PromptPieces, kernel: str) -> dict[str, str]:
     return {
-        "target_title": TITLES.get(pieces.target, pieces.target),
+        "target_title": target_title(pieces.target),  # the target's own declaration
         "description": pieces.description,
         "rules": pieces.rules,
         "examples": pieces.examples or "(none)",
@@ -133,6 +133,7 @@ def plan_request(
     tried: Sequence[tuple[Candidate, str]] = (),
     explore: bool = False,
     headroom: str = "",
+    tuning: str = "",
 ) -> LLMRequest:
     values = _common(pieces, kernel)
     choice = Template(EXPLORE_CHOICE if explore else MENU_CHOICE).safe_substitute(noun=pieces.noun)
@@ -147,6 +148,9 @@ def plan_request(
             "iteration": str(iteration),
             "iterations": str(iterations),
             "tier": tier,
+            # With in-search tuning on (tune_evals > 0): the target's note that constants are
+            # tuned automatically; empty otherwise, leaving the prompt as it was.
+            "tuning": f"\n\n{tuning.strip()}" if tuning.strip() else "",
         }
     )
     system, user = _split("plan", values)

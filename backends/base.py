@@ -48,6 +48,73 @@ class TierInfo:
     note: str = ""
 
 
+@dataclass(frozen=True)
+class EditorLanguage:
+    """One kind of editor buffer a target's kernels live in, as each client names it."""
+
+    lsp: str  # the LSP / VS Code language id, e.g. "cuda-cpp"
+    nvim: tuple[str, ...] = ()  # Neovim filetypes, e.g. ("cuda",)
+    emacs: tuple[str, ...] = ()  # Emacs major modes, e.g. ("cuda-mode",)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lsp": self.lsp, "nvim": list(self.nvim), "emacs": list(self.emacs)}
+
+
+@dataclass(frozen=True)
+class TargetInfo:
+    """Everything outside a target's own package needs to know about it, declared by the
+    target itself (``backends/<name>/target.py`` defines ``TARGET = TargetInfo(...)``; a
+    third-party package names its declaration in the ``autocomp.targets`` entry-point
+    group; see ``docs/targets.md``). Cheap to import: no toolchain, no backend code.
+
+    - ``backend``: ``"module:Class"`` of the :class:`Backend`, imported only when used.
+    - ``title``: how prompts name the hardware ("the Gemmini systolic-array accelerator").
+    - ``label``: how the UI names the kind of kernel ("Gemmini C").
+    - ``summary``: what its kernels look like, for settings and docs ("C using the Gemmini API").
+    - ``file_suffixes``: files that may hold a kernel (others are never scanned).
+    - ``languages``: editor buffers that may hold a kernel (editors start the server for them).
+    - ``fences``: code-fence tag -> the tags accepted for it in LLM replies (the prompt
+      pieces' ``language`` picks the key).
+    - ``device_resource``: the Ray resource one evaluation needs where a cluster has it.
+    - ``settings``: ``autocomp.target.<name>.*`` as JSON-schema properties (key ->
+      ``{"type": ..., "description": ...}``); ``settings_help`` introduces them.
+    - ``detect_by_default``: part of the default ``autocomp.targets`` and of ``--target
+      auto`` (test doubles say False, so they are used only when named).
+    - ``order``: detection order (lower first: the more specific target wins a file).
+    """
+
+    name: str
+    backend: str
+    title: str
+    label: str = ""
+    summary: str = ""
+    file_suffixes: tuple[str, ...] = ()
+    languages: tuple[EditorLanguage, ...] = ()
+    fences: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    device_resource: str | None = None
+    settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    settings_help: str = ""
+    detect_by_default: bool = True
+    order: int = 100
+
+    def __hash__(self) -> int:  # dict fields: hash by name (names are unique in the registry)
+        return hash(self.name)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "label": self.label or self.name,
+            "summary": self.summary,
+            "fileSuffixes": list(self.file_suffixes),
+            "languages": [lang.to_json() for lang in self.languages],
+            "fences": {k: list(v) for k, v in self.fences.items()},
+            "deviceResource": self.device_resource,
+            "settings": self.settings,
+            "detectByDefault": self.detect_by_default,
+        }
+
+
 class Backend(abc.ABC):
     """Base class for targets. Subclasses set the class attributes and implement
     :meth:`detect` and :meth:`evaluate`."""

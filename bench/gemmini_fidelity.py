@@ -19,15 +19,31 @@ Published figures used (every one we could find and check here):
   1,519,076 cycles. Ratio after/before 0.442. The "after" schedule is the expert (Exo-
   optimised) schedule of this shape in ucb-bar/autocomp's sols/exo/ (sol1_exo_opt.c).
 - Autocomp paper (Hong et al., arXiv 2505.18574 v2, abstract): on the GEMM benchmarks
-  Autocomp's code is 5.6x faster than Gemmini's software library (tiled_matmul_auto) and 1.4x
-  faster than expert hand-tuned code, so expert code is 5.6 / 1.4 = 4.0x faster than the
-  library (an aggregate over the paper's GEMM shapes; the per-shape figures were not
-  retrievable here, so the shape above stands in for them). Ranking: expert < library.
+  Autocomp's code is 5.6x faster than Gemmini's software library and 1.4x faster than expert
+  hand-tuned code, so expert code is 5.6 / 1.4 = 4.0x faster than the library (a geometric
+  mean). What was compared, from ucb-bar/autocomp (read, not copied): the GEMM benchmarks are
+  the six Exo-paper shapes (`exo` problems, int8, Gemmini's default 16x16 configuration,
+  Chipyard dbc082e, FireSim target firesim_rocket_singlecore_gemmini_no_nic_l2_llc4mb_ddr3);
+  the library baseline is one call of tiled_matmul_auto(..., WEIGHT_STATIONARY) from
+  gemmini-rocc-tests branch auto-comp-v2 (sols/exo/sol*_gemmini_baseline.c); the expert code
+  is the Exo-optimised schedule (sols/exo/sol*_exo_opt.c); each is timed once, between
+  gemmini_flush(0); fence(); rdcycle and fence(); rdcycle (search/prob.py), right after the
+  harness fills A and B and computes the reference. The per-shape cycle counts are in the
+  paper's body, which was not retrievable here, so the one shape whose FireSim pair is
+  published stands in for the geometric mean: this compares the library against the 'after'
+  program (the expert schedule of 12544x64x256) on the same shape and harness conditions.
+  Ranking: expert faster than the library.
 - Gemmini paper (Genc et al., arXiv 1911.09925 v1, abstract): selected design points run DNN
-  inference two to three orders of magnitude faster than the host processor alone. Checked as
-  a range on one 256^3 int8 GEMM: the library on Gemmini (tiled_matmul_auto, WS) against a
-  plain C GEMM with 4x4 register blocking (our code) on the modelled Rocket host alone. The paper's utilisation
-  figures are in its body, which was not retrievable here; none is used.
+  inference two to three orders of magnitude faster than the host processor alone. Checked on
+  one 256^3 int8 GEMM: the library on Gemmini (tiled_matmul_auto, WS) against the host alone
+  running our C GEMM with the loop structure of the library's own CPU path (gemmini.h
+  matmul_cpu: 4x4 outputs held in registers per pass over K, -O2 as the suite builds it; the
+  scale multiplies matmul_cpu applies are left out, which only makes the host faster). The published figure is for whole networks,
+  whose non-GEMM work (im2col, pooling, residual adds, requantisation) stays on the host
+  and dilutes the speed-up; a single large GEMM is the accelerator's best case, so for it the
+  published range is a lower bound (at least two orders of magnitude), not a ratio to match.
+  The bench checks that bound and prints the modelled figure; it is not counted as a ratio
+  within +-15%.
 """
 
 from __future__ import annotations
@@ -147,7 +163,7 @@ MAIN = checking_main("M", "N", "K", 97)
 PUBLISHED_BEFORE = 3_435_455
 PUBLISHED_AFTER = 1_519_076
 PUBLISHED_EXPERT_OVER_LIBRARY = 5.6 / 1.4  # Autocomp over library / Autocomp over expert
-GEMMINI_OVER_HOST = (100, 1000)  # "two to three orders of magnitude"
+GEMMINI_OVER_HOST_AT_LEAST = 100  # "two to three orders of magnitude", for whole DNNs
 
 # One 256^3 int8 GEMM through the library, on Gemmini (WS) and on the host CPU (CPU).
 SMALL = r"""
@@ -156,7 +172,8 @@ SMALL = r"""
 #define S 256
 static elem_t A[S][S] __attribute__((aligned(64))), B[S][S] __attribute__((aligned(64))), C[S][S] __attribute__((aligned(64)));
 #ifdef ON_HOST
-/* The host alone: int8 GEMM in plain C, 4x4 outputs held in registers per pass over K. */
+/* The host alone: int8 GEMM in plain C, 4x4 outputs held in registers per pass over K (the
+ * loop structure of the library's CPU path, matmul_cpu in gemmini.h). */
 static void kernel(void) {
   for (int i = 0; i < S; i += 4)
     for (int j = 0; j < S; j += 4) {
@@ -234,10 +251,12 @@ async def main() -> int:
         fmt = (lambda v: f"{v:,.0f}") if pub > 100 else (lambda v: f"{v:.3f}")
         print(f"{name:54s} {fmt(model):>14s} {fmt(pub):>14s} {err(model, pub):>8s}")
     speedup = on_host / on_gemmini
-    lo, hi = GEMMINI_OVER_HOST
-    print(f"{'Gemmini paper: Gemmini over host CPU (256^3 GEMM)':54s} {speedup:>13.0f}x {f'{lo}-{hi}x':>14s} "
-          f"{'in range' if lo <= speedup <= hi else 'OUTSIDE':>8s}")
-    ok &= lo <= speedup <= hi
+    lo = GEMMINI_OVER_HOST_AT_LEAST
+    print(f"{'Gemmini paper: Gemmini over host CPU (256^3 GEMM)':54s} {speedup:>13.0f}x {f'>= {lo}x':>14s} "
+          f"{'holds' if speedup >= lo else 'BELOW':>8s}")
+    print("  (published: 100-1000x for whole-DNN inference, where non-GEMM layers stay on the host; for one\n"
+          "   GEMM that range is a lower bound, so only the bound is checked, not a +-15% ratio)")
+    ok &= speedup >= lo
     # A ranking counts as reproduced only with a clear margin (5%): a near tie is not one.
     rankings = [
         ("after faster than before (by more than 5%)", after < 0.95 * before),
@@ -248,6 +267,15 @@ async def main() -> int:
     for name, holds in rankings:
         print(f"ranking: {name:62s} {'reproduced' if holds else 'NOT reproduced'}")
         ok &= holds
+    if lib / after < PUBLISHED_EXPERT_OVER_LIBRARY * 0.85:
+        print("  why the library/expert figure is not reproduced: the model runs tiled_matmul_auto's loop_ws\n"
+              "  tiles with the execute unit "
+              f"{100 * (12544 * 64 * 256 // 256) / lib:.0f}% busy; matching the published 4x would need the library at\n"
+              f"  about {PUBLISHED_EXPERT_OVER_LIBRARY * PUBLISHED_AFTER:,.0f} cycles on this shape "
+              f"({100 * (12544 * 64 * 256 // 256) / (PUBLISHED_EXPERT_OVER_LIBRARY * PUBLISHED_AFTER):.0f}% busy). "
+              "No mechanism read in LoopMatmul.scala,\n"
+              "  ReservationStation.scala, LoadController.scala or the library explains that (see MODEL.md, Fidelity);\n"
+              "  the paper's per-shape cycle counts would be needed to locate the gap.")
     print(f"library (tiled_matmul_auto) 12544x64x256: {lib:,} cycles; 256^3 GEMM: {on_gemmini:,} cycles on Gemmini, "
           f"{on_host:,} on the host")
     print(f"simulation wall time {t1:.1f}s / {t2:.1f}s / {t3:.1f}s / {t4:.1f}s / {t5:.1f}s")

@@ -14,7 +14,14 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-DEFAULT_TARGETS: tuple[str, ...] = ("gemmini", "nki", "cuda")
+
+
+def default_targets() -> list[str]:
+    """The declared targets that look for kernels unless the user says otherwise (every
+    target's own declaration says whether it does; see :mod:`autocomp.backends`)."""
+    from autocomp.backends import target_names
+
+    return target_names()
 
 
 @dataclass
@@ -45,7 +52,7 @@ class Settings:
     executor: str = "local"
     min_speedup: float = 1.02
     tune_on_save: bool = True
-    targets: list[str] = field(default_factory=lambda: list(DEFAULT_TARGETS))
+    targets: list[str] = field(default_factory=default_targets)
     target: dict[str, dict[str, Any]] = field(default_factory=dict)
     store: str | None = None
     max_file_bytes: int = 2_000_000

@@ -13,6 +13,21 @@ def pytest_configure(config):
     """One build cache for the whole session (the Spike extension takes seconds to build);
     stores stay per test. Subprocesses inherit it through the environment."""
     os.environ.setdefault("AUTOCOMP_BUILD_CACHE", tempfile.mkdtemp(prefix="autocomp-build-"))
+    register_test_doubles()
+
+
+TEST_DOUBLE_PLUGINS = ("autocomp.testing.scripted_backend",)
+
+
+def register_test_doubles() -> None:
+    """The test-double targets are not registered in production: the tests opt in, for this
+    process and (through ``AUTOCOMP_PLUGINS``, which subprocesses inherit) for every server
+    and CLI they start."""
+    from autocomp.backends import PLUGINS_ENV, reload
+
+    present = [p for p in os.environ.get(PLUGINS_ENV, "").split(",") if p.strip()]
+    os.environ[PLUGINS_ENV] = ",".join(dict.fromkeys([*present, *TEST_DOUBLE_PLUGINS]))
+    reload()
 
 
 @pytest.fixture(autouse=True)

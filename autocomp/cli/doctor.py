@@ -8,7 +8,7 @@ import json
 import os
 
 from autocomp import sandbox
-from autocomp.backends import BackendError, get_backend, target_names
+from autocomp.backends import BackendError, all_target_names, get_backend, plugin_errors, target_info
 from autocomp.backends.base import ToolCheck
 from autocomp.cli.common import EXIT_OK
 from autocomp.store import default_home
@@ -53,12 +53,15 @@ def collect(args: argparse.Namespace | None = None) -> dict:
     from autocomp.cli.common import target_settings
 
     report: dict = {"isolation": isolation_report(), "targets": {}, "llm": {}, "store": str(default_home())}
-    for name in target_names():
+    # every declared target (shipped, installed plugins, AUTOCOMP_PLUGINS), from its declaration
+    for name in all_target_names():
+        info = target_info(name)
         try:
             backend = get_backend(name, target_settings(args, name) if args is not None else None)
             checks = backend.doctor()
             tier = backend.tier()
             report["targets"][name] = {
+                "label": info.label or name if info else name,
                 "tier": tier.name,
                 "confirms": tier.confirms,
                 "note": tier.note,
@@ -68,6 +71,9 @@ def collect(args: argparse.Namespace | None = None) -> dict:
             report["targets"][name] = {"tier": "unavailable", "confirms": False, "note": str(exc), "checks": []}
         except Exception as exc:  # a broken backend must not hide the others
             report["targets"][name] = {"tier": "unavailable", "confirms": False, "note": f"{type(exc).__name__}: {exc}", "checks": []}
+    errors = plugin_errors()
+    if errors:
+        report["plugin_errors"] = errors
     for var in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY"):
         report["llm"][var] = "set" if os.environ.get(var) else "not set"
     for var in ("OPENAI_BASE_URL", "ANTHROPIC_BASE_URL", "AUTOCOMP_LLM"):
@@ -92,6 +98,8 @@ def run(args: argparse.Namespace) -> int:
             check = ToolCheck(**c)
             mark = "ok " if check.found else ("-- " if not check.required else "!! ")
             print(f"  {mark}{check.name}: {check.detail}")
+    for line in report.get("plugin_errors", []):
+        print(f"!! target declaration failed to load: {line}")
     print("llm:")
     for var, state in report["llm"].items():
         print(f"  {var}: {state}")

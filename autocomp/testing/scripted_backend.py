@@ -10,9 +10,14 @@ Its "kernels" are blocks in ``.kern`` files::
 A candidate is correct when its ``result`` line matches the original's; its metric
 (``cost units (scripted double)``) is the ``cost`` value. Lines ``syntax error``, ``crash``
 and ``hang`` produce compile-error, runtime-error and timeout. Settings: ``latency``
-(seconds per evaluation) and ``log`` (a file that gets one line per real evaluation, so
+(seconds per evaluation), ``gate`` (a file every candidate evaluation waits for, so a test
+controls when a job may go on) and ``log`` (a file that gets one line per real evaluation, so
 tests can prove nothing was evaluated twice). It detects nothing outside ``.kern`` files,
 so it never appears for real code.
+
+It is not registered in production: tests opt in, in-process with
+``autocomp.backends.register(TARGET)`` or, for a server or CLI subprocess, with
+``AUTOCOMP_PLUGINS=autocomp.testing.scripted_backend`` (``tests/conftest.py`` does both).
 """
 
 from __future__ import annotations
@@ -22,7 +27,7 @@ import os
 import re
 from typing import Sequence
 
-from autocomp.backends.base import Backend, TierInfo, ToolCheck
+from autocomp.backends.base import Backend, EditorLanguage, TargetInfo, TierInfo, ToolCheck
 from autocomp.model import Evaluation, KernelSpan, Metric, Problem, Verdict, sha256
 from autocomp.prompts import PromptPieces
 
@@ -37,6 +42,27 @@ PIECES = PromptPieces(
     examples="(none)",
     language="kern",
     noun="kernel",
+)
+
+
+# The double's declaration (a test double: only used where a test names it).
+TARGET = TargetInfo(
+    name="scripted",
+    backend="autocomp.testing.scripted_backend:ScriptedBackend",
+    title="a made-up machine (the scripted test double)",
+    label="scripted double",
+    summary="`kernel NAME {` blocks in `.kern` files (a test double)",
+    file_suffixes=(".kern",),
+    languages=(EditorLanguage("kern", nvim=("kern",), emacs=("kern-mode",)),),
+    fences={"kern": ("kern",)},
+    settings={
+        "gate": {"type": "string", "description": "A file: candidate evaluations wait until it exists (test double)."},
+        "latency": {"type": "number", "description": "Seconds each evaluation takes (test double)."},
+        "log": {"type": "string", "description": "A file that gets one line per real evaluation (test double)."},
+        "confirms": {"type": "boolean", "description": "Whether the double's tier confirms speedups (test double)."},
+    },
+    detect_by_default=False,
+    order=1000,
 )
 
 
@@ -82,12 +108,23 @@ class ScriptedBackend(Backend):
     async def evaluate(self, problem: Problem, codes: Sequence[str]) -> list[Evaluation]:
         return list(await asyncio.gather(*(self._one(problem, code) for code in codes)))
 
+    async def _gate(self, problem: Problem, code: str) -> None:
+        """With the ``gate`` setting (a file path), a candidate's evaluation (any code but the
+        original's) waits until that file exists: a test holds a job in mid-search, acts on
+        it (cancel, edit, ...) with no race, then opens the gate. Cancelling the wait works."""
+        gate = self.settings.get("gate") or os.environ.get("AUTOCOMP_SCRIPTED_GATE")
+        if not gate or code.strip() == problem.code.strip():
+            return
+        while not os.path.exists(gate):
+            await asyncio.sleep(0.05)
+
     async def _one(self, problem: Problem, code: str) -> Evaluation:
         latency = float(self.settings.get("latency", 0.0))
         log = self.settings.get("log") or os.environ.get("AUTOCOMP_SCRIPTED_LOG")
         if log:
             with open(log, "a", encoding="utf-8") as handle:
                 handle.write(sha256(code)[:16] + "\n")
+        await self._gate(problem, code)
         if "hang" in code:
             await asyncio.sleep(min(latency * 10 or 0.2, 2.0))
             return Evaluation(Verdict.TIMEOUT, feedback="scripted double: the kernel hung past its limit", tier="scripted double")

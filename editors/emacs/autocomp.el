@@ -1,11 +1,12 @@
 ;;; autocomp.el --- Autocomp language server through eglot  -*- lexical-binding: t; -*-
 
-;; Copy this file somewhere on your `load-path' and add to your init file:
+;; Copy this file and autocomp-targets.el (the targets' major modes, generated from their
+;; declarations) somewhere on your `load-path' and add to your init file:
 ;;
 ;;   (require 'autocomp)
 ;;   (setq autocomp-settings '(:llm ["openai:gpt-4o"] :search (:iterations 8)))
-;;   (add-hook 'c-mode-hook #'eglot-ensure)       ; Gemmini C
-;;   (add-hook 'python-mode-hook #'eglot-ensure)  ; NKI
+;;   (dolist (mode autocomp-eglot-modes)           ; the targets' major modes
+;;     (add-hook (intern (format "%s-hook" mode)) #'eglot-ensure))
 ;;
 ;; Then, on a kernel: M-x eglot-code-actions (or C-c a o below) offers "Optimize kernel";
 ;; the search runs in the background, candidates appear as notes (flymake diagnostics)
@@ -32,8 +33,16 @@
   "Command that starts the Autocomp language server."
   :type '(repeat string))
 
-(defcustom autocomp-eglot-modes '(c-mode c++-mode python-mode)
-  "Major modes whose eglot server is Autocomp."
+;; The major modes of the shipped targets, generated from the targets' own declarations
+;; (autocomp-targets.el, next to this file: copy both).
+(require 'autocomp-targets
+         (expand-file-name "autocomp-targets"
+                           (file-name-directory (or load-file-name buffer-file-name default-directory)))
+         t)
+
+(defcustom autocomp-eglot-modes (if (boundp 'autocomp-target-modes) autocomp-target-modes '())
+  "Major modes whose eglot server is Autocomp (default: the shipped targets' modes, from
+autocomp-targets.el; add a target plugin's modes here)."
   :type '(repeat symbol))
 
 (defcustom autocomp-settings '()

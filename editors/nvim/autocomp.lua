@@ -1,12 +1,13 @@
 -- Autocomp language server for Neovim 0.8 and newer.
 --
--- Copy this file to ~/.config/nvim/lua/autocomp.lua and call, from init.lua:
+-- Copy this file to ~/.config/nvim/lua/autocomp.lua, with autocomp_targets.lua (the
+-- targets' filetypes, generated) beside it, and call, from init.lua:
 --
 --   require("autocomp").setup({
 --     settings = { autocomp = { llm = { "openai:gpt-4o" }, search = { iterations = 8 } } },
 --   })
 --
--- What you get on a Gemmini C, NKI Python or CUDA kernel:
+-- What you get on a kernel of any target (Gemmini C, NKI Python, CUDA, ...):
 --   * code lenses ("Optimize kernel", the live status line, "Cancel", measured metrics),
 --     refreshed whenever the server reports progress (Neovim has no codeLens/refresh);
 --   * code actions "Optimize kernel", "Apply this candidate (2.10x)", "Show diff";
@@ -16,9 +17,25 @@
 
 local M = {}
 
+-- The filetypes that may hold a kernel come from the targets' own declarations, in the
+-- generated autocomp_targets.lua next to this file (copy it along; a target plugin's
+-- filetypes go in setup({ filetypes = ... })).
+local function shipped_filetypes()
+  local here = (debug.getinfo(1, "S").source or ""):match("^@(.*[/\\])") or ""
+  local ok, targets = pcall(dofile, here .. "autocomp_targets.lua")
+  if not ok then
+    ok, targets = pcall(require, "autocomp_targets")
+  end
+  if ok and type(targets) == "table" and type(targets.filetypes) == "table" then
+    return targets.filetypes
+  end
+  vim.notify("autocomp: autocomp_targets.lua is missing next to autocomp.lua; pass filetypes to setup()", vim.log.levels.WARN)
+  return {}
+end
+
 M.defaults = {
   cmd = { "autocomp", "lsp" },
-  filetypes = { "c", "cpp", "cuda", "python" },
+  filetypes = shipped_filetypes(),
   root_markers = { ".git", "pyproject.toml", "Makefile" },
   settings = { autocomp = {} },
   keymaps = true,

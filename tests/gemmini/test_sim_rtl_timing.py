@@ -118,6 +118,47 @@ def test_performance_counters_follow_counterfile_semantics(tmp_path):
     assert_ok(run_c(tmp_path, COUNTERS))
 
 
+TLB = r"""
+#define CFG(idx, ev, ext) ((((uint64_t)(idx) & 7) << 4) | 8 | (((uint64_t)(ev) & 0x3f) << 12) | ((uint64_t)(ext) << 31))
+static uint64_t counter(uint64_t rs1) {
+  uint64_t rd;
+  __asm__ volatile(".insn r 0x7b, 7, 126, %0, %1, x0" : "=r"(rd) : "r"(rs1) : "memory");
+  return rd;
+}
+#define PAGE 4096
+static elem_t Far[DIM][PAGE] row_align(1), Near[DIM][DIM] row_align(1);
+static uint64_t timed_mvin(const void *src, uint64_t stride) {
+  gemmini_config_ld(stride);
+  gemmini_fence();
+  uint64_t t0 = read_cycles();
+  gemmini_mvin(src, 0);
+  gemmini_fence();
+  return read_cycles() - t0;
+}
+AUTOCOMP_HARNESS_FN int main(void) {
+  gemmini_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0);
+  timed_mvin(Far, PAGE); timed_mvin(Near, DIM);   /* bring both into the L2 */
+  counter(CFG(0, 15, 0));          /* DMA_TLB_MISS_CYCLE */
+  counter(CFG(1, 16, 0));          /* DMA_TLB_HIT_REQ: requests that reach the shared TLB */
+  uint64_t far = timed_mvin(Far, PAGE);           /* 16 rows on 16 pages */
+  uint64_t near = timed_mvin(Near, DIM);          /* 16 rows on one or two pages */
+  printf("far %llu near %llu tlb %llu %llu\n", (unsigned long long)far, (unsigned long long)near,
+         (unsigned long long)counter(0 << 4), (unsigned long long)counter(1 << 4));
+  CHECK(counter(0 << 4) == 0, "machine mode: the TLB never misses (%llu miss cycles)", (unsigned long long)counter(0 << 4));
+  CHECK(counter(1 << 4) >= 16 && counter(1 << 4) <= 19, "one filter miss per page change: %llu", (unsigned long long)counter(1 << 4));
+  /* a page change costs one cycle (the filter register), not a page-table walk */
+  CHECK(far <= near + 2 * DIM, "16 page changes cost %llu cycles against %llu", (unsigned long long)far, (unsigned long long)near);
+  return failures;
+}
+"""
+
+
+def test_dma_translation_is_a_register_filter_in_machine_mode(tmp_path):
+    """FrontendTLB.scala: each client keeps its last page in a register; another page costs a
+    cycle on the way to the shared TLB, which in machine mode never misses (no page walk)."""
+    assert_ok(run_c(tmp_path, TLB))
+
+
 DEPTHWISE = r"""
 #define CH 5
 #define IN 9

@@ -778,9 +778,7 @@ class gemmini_t : public extension_t {
     uint64_t slot[64] = {0};  // release time of each tracker slot
     uint64_t n = 0;           // requests issued so far
     uint64_t last_issue = 0, bus_free = 0;
-    uint64_t tlb_page[TLB_ENTRIES] = {0};
-    uint64_t tlb_used[TLB_ENTRIES] = {0};
-    uint64_t tlb_tick = 0;
+    uint64_t tlb_page[1] = {0};  // the client's last translated page (FrontendTLB filter)
   };
   DmaEngine dma_rd, dma_wr;
   // The shared L2 (SiFive inclusive cache) as the DMA sees it: set-associative, LRU, 64-byte
@@ -805,19 +803,19 @@ class gemmini_t : public extension_t {
     l2_misses++;
     return whole_line_write ? L2_HIT_LATENCY : DMA_LATENCY;
   }
-  uint64_t tlb_misses = 0, dma_read_reqs = 0, dma_write_reqs = 0;
-  // FrontendTLB: TLB_ENTRIES fully associative, LRU; a miss costs TLB_MISS_CYCLES.
+  uint64_t tlb_misses = 0, tlb_filter_misses = 0, dma_read_reqs = 0, dma_write_reqs = 0;
+  // FrontendTLB as the harness runs it (bare metal, machine mode): each client (reader,
+  // writer) first checks a one-entry register of its last translated page
+  // (use_tlb_register_filter); a request to another page is registered and presented to the
+  // shared TLB the next cycle while the client sees a miss and retries: TLB_FILTER_MISS_CYCLES.
+  // The TLB itself never misses in machine mode (rocket TLB.scala: translation only when the
+  // privilege is S or U with satp set), so no page-table walk is charged.
   uint64_t tlb_lookup(DmaEngine& e, uint64_t addr) {
     uint64_t page = (addr >> 12) + 1;
-    int victim = 0;
-    for (int i = 0; i < (int)TLB_ENTRIES; i++) {
-      if (e.tlb_page[i] == page) { e.tlb_used[i] = ++e.tlb_tick; return 0; }
-      if (e.tlb_used[i] < e.tlb_used[victim]) victim = i;
-    }
-    e.tlb_page[victim] = page;
-    e.tlb_used[victim] = ++e.tlb_tick;
-    tlb_misses++;
-    return TLB_MISS_CYCLES;
+    if (e.tlb_page[0] == page) return 0;
+    e.tlb_page[0] = page;
+    tlb_filter_misses++;
+    return TLB_FILTER_MISS_CYCLES;
   }
   // Issue the requests of one DMA command starting no earlier than `start`. Returns when the
   // engine can take the next command (its last request issued) in `issue_end`, and when the
@@ -1535,8 +1533,8 @@ class gemmini_t : public extension_t {
       case 5: return mn(ld, ex);
       case 6: return mn(st, ex);
       case 7: return mn(mn(ld, st), ex);
-      case 15: return tlb_misses * TLB_MISS_CYCLES;
-      case 16: return dma_read_reqs + dma_write_reqs - tlb_misses;
+      case 15: return tlb_misses * TLB_MISS_CYCLES;  // no TLB misses in machine mode
+      case 16: return tlb_filter_misses;  // requests that reached the shared TLB (all hit)
       case 17: return dma_read_reqs + dma_write_reqs;
       case 41: return rs_full_cycles;
       case 42: return ld > st ? (ld > ex ? ld : ex) : (st > ex ? st : ex);

@@ -20,9 +20,15 @@ import type { JobStore } from "./jobs";
 import { findOnPath, serverLaunch, startFailureMessage, type Launch } from "./launch";
 import { Method, type JobStatus } from "./protocol";
 import { serverEnvironment } from "./secrets";
+// The languages whose files may hold a kernel: generated from the targets' declarations.
+import { LANGUAGES } from "./targets";
 
-/** The languages whose files may hold a kernel: Gemmini C, CUDA, NKI / KernelBench Python. */
-export const LANGUAGES = ["c", "cuda-cpp", "python"] as const;
+/** The shipped targets' languages plus `autocomp.server.extraLanguages` (a target plugin's). */
+export function kernelLanguages(): string[] {
+  const extra = vscode.workspace.getConfiguration("autocomp.server").get<string[]>("extraLanguages", []);
+  return [...new Set([...LANGUAGES, ...(Array.isArray(extra) ? extra : []).filter((l) => typeof l === "string" && l.trim() !== "")])];
+}
+
 
 export type MiddlewareHook = LanguageClientOptions["middleware"];
 
@@ -131,7 +137,7 @@ export class ServerConnection implements vscode.Disposable {
     };
     this.stderrTail = [];
     const clientOptions: LanguageClientOptions = {
-      documentSelector: LANGUAGES.flatMap((language) => [
+      documentSelector: kernelLanguages().flatMap((language) => [
         { scheme: "file", language },
         { scheme: "untitled", language },
       ]),

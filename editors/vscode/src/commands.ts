@@ -7,7 +7,7 @@
 import * as vscode from "vscode";
 
 import { CandidateDocuments, candidateUri } from "./candidateDocs";
-import { LANGUAGES, type ServerConnection } from "./client";
+import { kernelLanguages, type ServerConnection } from "./client";
 import { baseName, candidateDetail, candidateLabel, formatSpeedup, rankCandidates } from "./format";
 import type { JobStore } from "./jobs";
 import {
@@ -24,6 +24,13 @@ import {
 } from "./protocol";
 import type { RunViews } from "./runView";
 import { PROVIDERS, secretKey } from "./secrets";
+import { TARGETS } from "./targets";
+
+/** "Gemmini C, NKI Python or CUDA": the shipped targets' kernels, from their declarations. */
+function kernelKinds(): string {
+  const labels = TARGETS.map((t) => t.label);
+  return labels.length > 1 ? `${labels.slice(0, -1).join(", ")} or ${labels[labels.length - 1]}` : labels.join("");
+}
 
 function errorText(error: unknown): string {
   return error instanceof Error ? error.message : String(error);
@@ -65,12 +72,13 @@ export class Commands {
   async optimizeKernel(options?: { restart?: boolean; kernel?: string }): Promise<string | undefined> {
     const editor = vscode.window.activeTextEditor;
     if (!editor) {
-      throw new Error("open a kernel file (Gemmini C, CUDA or NKI Python) and put the cursor in the kernel first");
+      throw new Error(`open a kernel file (${kernelKinds()}) and put the cursor in the kernel first`);
     }
     const doc = editor.document;
-    if (!(LANGUAGES as readonly string[]).includes(doc.languageId)) {
+    const languages = kernelLanguages();
+    if (!languages.includes(doc.languageId)) {
       throw new Error(
-        `${baseName(doc.uri.toString())} is a ${doc.languageId} file; Autocomp optimizes kernels in C (Gemmini), CUDA and Python (NKI, KernelBench) files`,
+        `${baseName(doc.uri.toString())} is a ${doc.languageId} file; Autocomp optimizes kernels in ${languages.join(", ")} files (${kernelKinds()})`,
       );
     }
     const client = await this.server.require();

@@ -5,6 +5,8 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 
+import { LANGUAGES, TARGETS } from "../src/targets";
+
 const root = join(__dirname, "..", "..");
 const manifest = JSON.parse(readFileSync(join(root, "package.json"), "utf8"));
 const properties: Record<string, { description?: string; markdownDescription?: string; default?: unknown }> =
@@ -25,13 +27,17 @@ const SERVER_SETTINGS = [
   "autocomp.minSpeedup",
   "autocomp.tuneOnSave",
   "autocomp.targets",
-  "autocomp.target.gemmini",
-  "autocomp.target.cuda",
-  "autocomp.target.nki",
+  ...TARGETS.map((t) => `autocomp.target.${t.name}`),
   "autocomp.store",
   "autocomp.maxFileBytes",
 ];
-const EXTENSION_SETTINGS = ["autocomp.server.path", "autocomp.server.pythonPath", "autocomp.server.args", "autocomp.trace.server"];
+const EXTENSION_SETTINGS = [
+  "autocomp.server.path",
+  "autocomp.server.pythonPath",
+  "autocomp.server.args",
+  "autocomp.server.extraLanguages",
+  "autocomp.trace.server",
+];
 
 test("every setting the server reads is contributed", () => {
   for (const key of [...SERVER_SETTINGS, ...EXTENSION_SETTINGS]) {
@@ -54,7 +60,7 @@ test("defaults match the server's", () => {
   assert.equal(properties["autocomp.search.keep"].default, 0.3);
   assert.equal(properties["autocomp.executor"].default, "local");
   // Per-target objects default to empty, so the server only sees keys the user set.
-  for (const target of ["gemmini", "cuda", "nki"]) {
+  for (const target of TARGETS.map((t) => t.name)) {
     assert.deepEqual(properties[`autocomp.target.${target}`].default, {});
   }
 });
@@ -79,6 +85,13 @@ test("commands have titles and are registered by the extension", () => {
   }
 });
 
-test("the extension activates for C, CUDA and Python files", () => {
-  assert.deepEqual([...manifest.activationEvents].sort(), ["onLanguage:c", "onLanguage:cuda-cpp", "onLanguage:python"]);
+// The target list, its languages and the activation events are generated from the targets'
+// declarations (python -m autocomp.backends.editor_files; tests/server/test_target_plugins.py
+// checks they are current); here: the extension uses them consistently.
+test("the extension activates for the targets' languages", () => {
+  const activation = manifest.activationEvents.filter((e: string) => e.startsWith("onLanguage:"));
+  assert.deepEqual([...activation].sort(), LANGUAGES.map((l) => `onLanguage:${l}`).sort());
+  assert.deepEqual([...new Set(TARGETS.flatMap((t) => t.languages))].sort(), [...LANGUAGES].sort());
+  assert.deepEqual(properties["autocomp.targets"].default, TARGETS.map((t) => t.name));
+  assert.ok(TARGETS.length >= 1 && LANGUAGES.length >= 1);
 });

@@ -2,7 +2,7 @@
 // screenshot at each step. Started by run.sh, which passes everything through the environment.
 // Each step waits for what a person would see (status bar text, a toast, a diff editor), and
 // fails with a screenshot named after the step when it does not appear in time.
-import { readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 
@@ -22,6 +22,9 @@ const ORIGINAL = env("ORIGINAL");
 const SETTINGS = env("SETTINGS");
 const STORE2 = env("STORE2");
 const FINISH_TIMEOUT = Number(process.env.FINISH_TIMEOUT || "600") * 1000;
+// With the scripted double, a file its candidate evaluations wait for (run.sh --double): the
+// first run is held mid-search until it is cancelled, then the gate opens for the second.
+const GATE = process.env.GATE || "";
 const { chromium } = createRequire(import.meta.url)(env("PLAYWRIGHT"));
 
 const browser = await chromium.launch({
@@ -145,11 +148,16 @@ try {
     await statusItem().hover();
     await page.waitForTimeout(1200);
     await shot("run1-cancel-tooltip", "the status bar tooltip: state, progress, and 'Click to cancel'");
-    // The item is re-rendered on every status update (its text width changes with the
-    // counts), so a click can land on an element being replaced and be lost. Click, and
-    // click again while the job still runs, until the status bar says it was cancelled;
-    // the job cannot finish first: the double's evaluations take 1.5 s each and three
-    // iterations remain.
+    // With the gate (run.sh --double) the job is held: its candidate evaluations wait for
+    // the gate file, so it cannot finish, and no status update re-renders the item under
+    // the click. Without it (the real example), the item is re-rendered on every status
+    // update and a click can land on an element being replaced: click again while the job
+    // still runs. Either way the test asserts the job's state, not a timing.
+    if (GATE) {
+      if (existsSync(GATE)) throw new Error(`the gate ${GATE} is open before the first run was cancelled`);
+      // held at the gate: running, and no candidate evaluated yet
+      await waitStatus(/optimizing .*· 0 candidates/, 30000, "the first run held at the gate");
+    }
     for (let attempt = 1; ; attempt++) {
       await statusItem().click();
       await page.mouse.move(800, 300); // away from the status bar, so its tooltip closes
@@ -161,6 +169,9 @@ try {
         if (attempt >= 3 || !/optimizing/.test(await statusText())) throw error;
         say(`cancel click ${attempt} was lost (status: ${await statusText()}); clicking again`);
       }
+    }
+    if (GATE) {
+      writeFileSync(GATE, "open\n"); // the second run's evaluations go through
     }
     await waitStatus(/cancelled/, 60000, "the job cancelled");
     await toast(/cancelled|stopped/i, 30000);

@@ -7,8 +7,10 @@
 #
 # By default it optimizes the bundled Gemmini example with its recorded session (real
 # engine, real Spike evaluation, LLM replies replayed). With --double it uses the scripted
-# target, a TEST DOUBLE of a backend, with a session authored on the spot from
-# uitest/double/scale.script.json: the same editor scenario in seconds, without a simulator.
+# target, a TEST DOUBLE of a backend (registered through AUTOCOMP_PLUGINS, as a target
+# plugin would be), with a session authored on the spot from uitest/double/scale.script.json:
+# the same editor scenario in seconds, without a simulator. Its candidate evaluations wait
+# on a gate file, so the first run is cancelled while it certainly runs (deterministic).
 #
 # Environment (all optional):
 #   AUTOCOMP_UITEST_EXAMPLE  kernel file to optimize  (default: examples/gemmini/gemm_512.c)
@@ -91,13 +93,19 @@ if [ "$double" = 1 ]; then
   # prompts (and so the recorded replies' hashes) depend on them.
   example="$here/double/scale.kern"
   session="$work/scale.session.jsonl"
+  # The double is not registered in production: opt in for every autocomp process started
+  # from here (the session author, and the language server code-server starts).
+  export AUTOCOMP_PLUGINS="autocomp.testing.scripted_backend${AUTOCOMP_PLUGINS:+,$AUTOCOMP_PLUGINS}"
+  # Candidate evaluations wait for this file: the first run is held mid-search until
+  # drive.mjs has cancelled it, so the cancel click never races the job's end.
+  gate="$work/gate"
   search=(--iterations 3 --beam 2 --plans 2 --implementations 1)
   log "authoring the double's session (real engine, fake LLM double, scripted backend double)"
   python3 -m autocomp.testing.author_session "$here/double/scale.script.json" --record "$session" -- \
     "$example" --target scripted "${search[@]}" >"$shots/author-session.log" 2>&1 || { cat "$shots/author-session.log"; exit 1; }
   AUTOCOMP_UITEST_LINE="${AUTOCOMP_UITEST_LINE:-6}"
   AUTOCOMP_UITEST_SETTINGS='{"files.associations": {"*.kern": "c"}, "autocomp.targets": ["scripted"],
-    "autocomp.target.scripted": {"latency": 1.5}, "autocomp.search.iterations": 3, "autocomp.search.beam": 2,
+    "autocomp.target.scripted": {"latency": 1.5, "gate": "'"$gate"'"}, "autocomp.search.iterations": 3, "autocomp.search.beam": 2,
     "autocomp.search.plans": 2, "autocomp.search.implementations": 1}'
 fi
 # The bundled Gemmini sessions were recorded with these search sizes (examples/gemmini/
@@ -175,7 +183,7 @@ curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null
 log "driving VS Code (screenshots in $shots)"
 URL="http://127.0.0.1:$port/?folder=$work/ws" FILE="$(basename "$example")" LINE="$line" SHOTS="$shots" \
   WS_FILE="$ws_file" ORIGINAL="$work/original.txt" SETTINGS="$work/ws/.vscode/settings.json" STORE2="$work/store-run2" PLAYWRIGHT="$cache/driver/node_modules/playwright-core" \
-  FINISH_TIMEOUT="${AUTOCOMP_UITEST_TIMEOUT:-600}" \
+  FINISH_TIMEOUT="${AUTOCOMP_UITEST_TIMEOUT:-600}" GATE="${gate:-}" \
   node "$here/drive.mjs"
 log "passed; screenshots:"
 ls -1 "$shots"/*.png
