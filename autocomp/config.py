@@ -26,6 +26,7 @@ class SearchConfig:
     min_improvement: float = 0.0  # a child must beat its parent by this fraction (0.05 = 5 %)
     repair: bool = True  # one repair attempt for compile/runtime failures, with the output fed back
     early_stop: int = 3  # stop after this many iterations without a new best (0 = never)
+    tune_evals: int = 0  # evaluations to tune a new best's constants with (autocomp.tuning; 0 = off)
     budget_calls: int | None = None
     budget_tokens: int | None = None
     budget_seconds: float | None = None
@@ -43,6 +44,7 @@ class SearchConfig:
             ("explore_rate", 0.0 <= self.explore_rate <= 1.0, "between 0 and 1"),
             ("min_improvement", 0.0 <= self.min_improvement < 1.0, "in [0, 1)"),
             ("early_stop", self.early_stop >= 0, "0 (never) or more"),
+            ("tune_evals", self.tune_evals >= 0, "0 (off) or more"),
             ("llm_timeout", self.llm_timeout > 0, "positive"),
             ("llm_concurrency", self.llm_concurrency >= 1, "at least 1"),
             ("llm_retries", self.llm_retries >= 0, "0 or more"),

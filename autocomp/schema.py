@@ -82,6 +82,13 @@ class Knob:
         return "a string" + (" or null" if self.nullable else "")
 
 
+def _shipped_targets() -> list[str]:
+    """The targets shipped with Autocomp, from their own declarations (``backends/<t>/target.py``)."""
+    from autocomp.backends import builtin_targets
+
+    return [t.name for t in builtin_targets() if t.detect_by_default]
+
+
 KNOBS: tuple[Knob, ...] = (
     Knob("llm", "array", [], "Models: `openai:MODEL`, `anthropic:MODEL`, `replay:FILE`. Several form an ensemble. Empty: `AUTOCOMP_LLM`, else the recorded `FILE.session.jsonl` next to the kernel (replayed, and labelled so).", cli="--llm", field="llm"),
     Knob("search.iterations", "integer", 8, "Beam-search iterations.", 1, 1000, cli="--iterations", field="iterations"),
@@ -94,6 +101,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("search.minImprovement", "number", 0.0, "A child must beat its parent by this fraction (0.05 = 5%).", 0, 0.99, cli="--min-improvement", field="min_improvement"),
     Knob("search.earlyStop", "integer", 3, "Stop after this many iterations without a new best (0 = never).", 0, 1000, cli="--early-stop", field="early_stop"),
     Knob("search.repair", "boolean", True, "One repair attempt for build/run failures and wrong results (CLI: `--no-repair` turns it off).", cli="--no-repair", field="repair"),
+    Knob("search.tuneEvals", "integer", 0, "When a candidate becomes the new best, tune its integer constants (tile sizes, unroll factors) with this many evaluations, no LLM; the tuned variant enters the beam as its own candidate (0 = off; see `docs/tuning.md`).", 0, 1000, cli="--tune-evals", field="tune_evals"),
     Knob("budget.calls", "integer", None, "Stop after this many paid LLM calls (cache hits are free).", 1, None, cli="--budget-calls", field="budget_calls", nullable=True),
     Knob("budget.tokens", "integer", None, "Stop after this many LLM tokens (prompt and reply, all models together).", 1, None, cli="--budget-tokens", field="budget_tokens", nullable=True),
     Knob("budget.seconds", "number", None, "Stop after this many seconds of wall time.", 0.001, None, cli="--budget-seconds", field="budget_seconds", nullable=True),
@@ -104,7 +112,7 @@ KNOBS: tuple[Knob, ...] = (
     Knob("executor", "string", "local", "Where evaluations run: `local`, `ray` (`RAY_ADDRESS` or a local head) or `ray://HOST:PORT`; see `docs/scale.md`.", cli="--executor", field="executor"),
     Knob("minSpeedup", "number", 1.02, "Smallest speedup applied automatically.", 1, 1e6, field="min_speedup"),
     Knob("tuneOnSave", "boolean", True, "On save, measure an edited kernel against the version before it (saves that leave the kernel unchanged are ignored).", field="tune_on_save"),
-    Knob("targets", "array", ["gemmini", "nki", "cuda"], "Targets that look for kernels.", field="targets"),
+    Knob("targets", "array", _shipped_targets(), "Targets that look for kernels (default: every declared target; installed target plugins join it, see `docs/targets.md`).", field="targets"),
     Knob("target", "object", {}, "`autocomp.target.<name>.*`: passed to that target's backend (see each target's section; CLI: `--set target.<name>.KEY=VALUE`).", field="target"),
     Knob("store", "string", None, "Folder for the cache and runs (default `$AUTOCOMP_HOME` or the user cache dir).", field="store", nullable=True),
     Knob("maxFileBytes", "integer", 2_000_000, "Larger files are not scanned for kernels.", 1000, 1 << 30, field="max_file_bytes"),

@@ -12,6 +12,15 @@ child beats its parent moves the chain on, and the next plan is implemented on t
 The first beam is the best of the start and the improving children; the ordinary search
 then spends what is left of the budget. A finished run stores its own schedule.
 
+With ``tune_evals`` > 0 (``--tune-evals N``, ``autocomp.search.tuneEvals``), a candidate that
+becomes the new best has its integer constants (tile sizes, unroll factors, launch shapes;
+:mod:`autocomp.tuning`) tuned with at most N evaluations and no LLM call, through the same
+evaluator, cache and sandbox. A tuned variant that beats it enters the beam as its own
+candidate ``<id>.t`` whose plan reads ``tuned from <id>: NAME=VALUE, ...``. A kernel without
+tunables is not tuned; a configuration that fails is a failed trial; stop() ends the tuning
+with the rest of the run. The sampler's seed comes from the run's seed and the candidate's
+id, so tuning keeps a run reproducible.
+
 All independent work runs concurrently: a plan's implementations start when that plan
 arrives, a candidate's evaluation when its code arrives. Decisions never depend on the order
 in which concurrent work finishes (seeds and model slots come from positions, results are
@@ -54,6 +63,9 @@ from autocomp.schedules import ReuseChoice, signature_of
 from autocomp.store import Store, StoreError
 
 _DONE = object()
+TUNED_SUFFIX = ".t"  # a tuned variant's id: the id of the candidate it was tuned from + ".t"
+TUNER_MODEL = "autotuner (Optuna TPE, no LLM)"
+TUNE_BATCH = 4  # configurations evaluated at once while tuning: fixed, so every machine tries the same ones
 
 SANDBOX_OFF_NOTICE = (
     "sandbox is off (AUTOCOMP_SANDBOX=off or autocomp.sandbox = \"off\"): candidates run without isolation, "
@@ -93,6 +105,7 @@ class BeamSearch:
         self.baseline: Candidate | None = None
         self.best: Candidate | None = None
         self.evaluated_total = 0
+        self.tuned_evaluations = 0  # configurations tried while tuning new bests (tune_evals)
         self.finish_reason: str | None = None
         self._queue: asyncio.Queue[object] = asyncio.Queue()
         self._seq = 0
@@ -252,6 +265,8 @@ class BeamSearch:
             finally:
                 self._flush_notices()
             beam = select_beam(beam, children, dict(self.candidates), self.config.beam, self.metric, self.lower_is_better, self.config.min_improvement)
+            if beam[0].id != self.best.id and improves(beam[0], self.best, self.metric, self.lower_is_better):
+                beam = await self._tune_new_best(0, beam)
             self._emit(BeamUpdated(self.run_id, 0, [self._entry(c) for c in beam]))
             if beam[0].id != self.best.id and improves(beam[0], self.best, self.metric, self.lower_is_better):
                 self.best = beam[0]
@@ -278,6 +293,8 @@ class BeamSearch:
                 self._flush_notices()
             parents = {c.id: c for c in beam}
             beam = select_beam(beam, children, parents, self.config.beam, self.metric, self.lower_is_better, self.config.min_improvement)
+            if beam[0].id != self.best.id and improves(beam[0], self.best, self.metric, self.lower_is_better):
+                beam = await self._tune_new_best(iteration, beam)
             self._emit(BeamUpdated(self.run_id, iteration, [self._entry(c) for c in beam]))
             new_best = beam[0]
             improved = new_best.id != self.best.id and improves(new_best, self.best, self.metric, self.lower_is_better)
@@ -347,6 +364,7 @@ class BeamSearch:
             usage={k: v.to_json() for k, v in usage.items()},
             schedule={"plans": len(schedule["plans"]), "signature": schedule["signature"]},
             reuse=self.reuse_result,
+            tuned_evaluations=self.tuned_evaluations,
         )
         self._emit(
             RunFinished(
@@ -374,11 +392,99 @@ class BeamSearch:
             "target": self.problem.target,
             "kernel": self.problem.name,
             "signature": signature_of(self.problem).to_json(),
-            "plans": [c.plan for c in path if c.plan],
+            "plans": [c.plan for c in path if c.plan and not c.id.endswith(TUNED_SUFFIX)],  # tuning is redone, not re-planned
             "path": [c.id for c in path],
             "speedup": self._speedup(self.best),
             "metric": self.metric,
         }
+
+    # -- tuning a new best's constants ----------------------------------------------------
+    async def _tune_new_best(self, iteration: int, beam: list[Candidate]) -> list[Candidate]:
+        """The beam, with ``beam[0]`` (the new best)'s tuned variant in it when tuning found
+        a faster one. Runs as the run's current work, so stop() cancels it."""
+        if self.config.tune_evals <= 0 or self._tuning_should_stop():
+            return beam
+        best = beam[0]
+        if best.id.endswith(TUNED_SUFFIX) or best.id + TUNED_SUFFIX in self.candidates:
+            return beam
+        self._work = asyncio.create_task(self._tune(iteration, best))
+        try:
+            tuned = await self._work
+        except asyncio.CancelledError:
+            if not self._stopping:
+                raise
+            return beam
+        if tuned is None:
+            return beam
+        parents = {c.id: c for c in beam}
+        return select_beam(beam, [tuned], parents, self.config.beam, self.metric, self.lower_is_better, self.config.min_improvement)
+
+    async def _tune(self, iteration: int, parent: Candidate) -> Candidate | None:
+        """Tune ``parent``'s constants (at most ``tune_evals`` evaluations); the best
+        configuration as a candidate when it is correct and faster, else None."""
+        import zlib
+
+        from autocomp.model import KernelSpan
+        from autocomp.tuning.engine import TuneError, find_space
+        from autocomp.tuning.engine import tune as run_tuning
+
+        lines = parent.code.splitlines(keepends=True)
+        span = self.problem.span
+        local = Problem(
+            self.problem.path,
+            KernelSpan(span.name, span.target, span.start_line, span.start_line + len(lines)),
+            self.problem.file_with(parent.code),
+            dict(self.problem.options),
+        )
+        try:
+            space = await find_space(self.backend, local)
+            if not space.valid_configs():
+                return None
+        except TuneError:
+            return None  # no tunables: nothing to tune, nothing to say
+        except Exception as exc:  # noqa: BLE001 - a target's detection must never stop a search
+            self._emit(Notice(self.run_id, "info", f"tuning {parent.id}: tunables not found ({type(exc).__name__}: {exc})"))
+            return None
+        seed = zlib.crc32(f"{self.config.seed}:{parent.id}".encode()) & 0x7FFFFFFF
+        try:
+            result = await run_tuning(
+                local, self.backend, None, budget=self.config.tune_evals, strategy="tpe", seed=seed,
+                space=space, evaluator=self.evaluator, oracle=self.problem, baseline=parent.evaluation,
+                should_stop=self._tuning_should_stop, save=False, batch=TUNE_BATCH,
+                run_id=f"{self.run_id}:{parent.id}",
+            )
+        except TuneError as exc:
+            self._emit(Notice(self.run_id, "info", f"tuning {parent.id}: {exc}"))
+            return None
+        self.tuned_evaluations += len(result.trials)
+        best = result.best
+        tried = f"{len(result.trials)} configuration(s) of {', '.join(space.names)}"
+        if best is None or best.config == space.baseline() or best.code == parent.code:
+            self._emit(Notice(self.run_id, "info", f"tuned {parent.id}: {tried}; none beat its constants"))
+            return None
+        settings = ", ".join(f"{k}={v}" for k, v in best.config.items() if space.baseline().get(k) != v)
+        tuned = Candidate(
+            id=parent.id + TUNED_SUFFIX,
+            code=best.code,
+            plan=f"tuned from {parent.id}: {settings} (autotuned constants, {tried}, no LLM)",
+            parent=parent.id,
+            iteration=iteration,
+            models=[TUNER_MODEL],
+            evaluation=best.evaluation,
+        )
+        if not improves(tuned, parent, self.metric, self.lower_is_better, self.config.min_improvement):
+            self._emit(Notice(self.run_id, "info", f"tuned {parent.id}: {tried}; none beat its constants"))
+            return None
+        self._record(iteration, tuned)
+        self._emit(
+            Notice(
+                self.run_id,
+                "info",
+                f"tuned {parent.id}: {tried}; {settings} is faster ({self._speedup(tuned):.2f}x overall), "
+                f"in the beam as {tuned.id}",
+            )
+        )
+        return tuned
 
     # -- the reuse phase ---------------------------------------------------------------
     async def _reuse_phase(self, baseline: Candidate) -> list[Candidate]:
@@ -463,6 +569,7 @@ class BeamSearch:
                 tried=self._tried_on(parent, iteration),
                 explore=explore,
                 headroom=self._headroom(parent),
+                tuning=self._tuning_note(),
             )
             reply = await self._ask(request, slot, sample=j)
             if isinstance(reply, str):
@@ -554,6 +661,31 @@ class BeamSearch:
             key=lambda c: (c.iteration, c.id),
         )
         return [(c, outcome(c, parent, self.metric, self.lower_is_better)) for c in children]
+
+    def _tuning_should_stop(self) -> bool:
+        """Before and between tuning batches: stop() was called, or the run's wall-time
+        budget is spent (tuning asks no LLM, so only the time cap applies to it)."""
+        if self._stopping or self.finish_reason == "budget-time":
+            return True  # (a spent call or token budget leaves tuning, which asks no LLM, alone)
+        budget = self.pool.budget
+        if budget.seconds is not None and time.monotonic() - budget.started >= budget.seconds:
+            self.finish_reason = self.finish_reason or "budget-time"
+            return True
+        return False
+
+    def _tuning_note(self) -> str:
+        """What the plan prompt says about automatic tuning: the target's
+        ``prompts/<target>/tuning.md`` when tuning is on, nothing when it is off (so the
+        prompts, and recorded sessions, are those of a run without tuning)."""
+        if self.config.tune_evals <= 0:
+            return ""
+        from autocomp.prompts import read_text
+
+        try:
+            text = read_text(f"{self.problem.target}/tuning.md", required=False) or read_text("common/tuning.md", required=False)
+        except Exception:  # noqa: BLE001 - a missing note must never stop a search
+            return ""
+        return text.replace("$tune_evals", str(self.config.tune_evals)).strip()
 
     def _headroom(self, candidate: Candidate) -> str:
         try:

@@ -9,7 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
-from autocomp.backends import Backend, get_backend
+from autocomp.backends import Backend, get_backend, target_help
 from autocomp.cli.common import EXIT_FAILED, EXIT_OK, CliError, load_problem, read_source, target_settings
 from autocomp.cli.render import JsonRenderer, ProgressRenderer
 from autocomp.cli.rewrite import StaleKernel, rewrite_kernel
@@ -26,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("file", nargs="?", help="source file holding the kernel (optional with --resume)")
     p.add_argument("--function", help="kernel name when the file has several")
     p.add_argument("--line", type=int, help="1-based line inside the kernel to optimize")
-    p.add_argument("--target", default="auto", help="auto|gemmini|nki|cuda (default: detect)")
+    p.add_argument("--target", default="auto", help=target_help())
     add_cli_flags(p)  # every setting with a flag (autocomp.schema), plus --set KEY=VALUE
     p.add_argument("--json", action="store_true", help="print events as JSON lines")
     p.add_argument("--write", action="store_true", help="rewrite FILE with the best kernel (only if the kernel is unchanged and the result is confirmed)")

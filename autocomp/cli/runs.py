@@ -1,4 +1,6 @@
-"""``autocomp runs`` and ``autocomp show RUN``: what the store remembers of past runs."""
+"""``autocomp runs`` and ``autocomp show RUN``: what the store remembers of past runs: beam
+searches (``autocomp optimize``, the editor) and tunings (``autocomp tune``, stored under
+``tune:<run id>`` and listed with that id, marked as tune runs)."""
 
 from __future__ import annotations
 
@@ -14,28 +16,55 @@ from autocomp.store import Store
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("runs", help="list runs in the store, with each finished run's schedule")
+    p = sub.add_parser("runs", help="list runs in the store (searches and `autocomp tune` runs), with each finished run's schedule")
     p.add_argument("--json", action="store_true")
     p.add_argument("--schedules", action="store_true", help="print each finished run's schedule (the plans on its best path)")
     p.set_defaults(handler=list_runs)
-    s = sub.add_parser("show", help="summary, best diff and usage of one run")
+    s = sub.add_parser("show", help="summary, best diff and usage of one run (or tune:RUN, a tuning)")
     s.add_argument("run")
     s.add_argument("--json", action="store_true")
     s.set_defaults(handler=show_run)
 
 
+def tune_row(record: dict) -> dict:
+    """A tune record (``tune:<run id>``) as a row of ``autocomp runs``: id ``tune:<run id>``,
+    ``kind`` ``tune``."""
+    row = {k: v for k, v in record.items() if k not in ("type", "configs", "space", "baseline")}
+    row.update({
+        "run_id": f"tune:{record.get('run_id')}", "kind": "tune", "status": "finished",
+        "models": [f"no LLM ({record.get('strategy', '?')} tuner)"], "configs_tried": len(record.get("configs") or []),
+    })
+    return row
+
+
+def _tune_cell(row: dict) -> str:
+    best = row.get("best_config") if row.get("improved") else None
+    text = f"tune · {row.get('configs_tried', 0)} configs"
+    if best:
+        text += " · " + ",".join(f"{k}={v}" for k, v in best.items())
+    return text[:34]
+
+
 def list_runs(args: argparse.Namespace) -> int:
+    from autocomp.tuning.engine import tune_records
+
     store = Store.open()
     try:
         rows = [store.run_meta(r) or {"run_id": r} for r in store.run_ids()]
         schedules = {r.get("run_id"): store.schedule(str(r.get("run_id"))) for r in rows}
+        tunes = [tune_row(t) for t in tune_records(store)]
     finally:
         store.close()
+    for r in rows:
+        r.setdefault("kind", "search")
+    # searches and tunings together, oldest first (a stable sort keeps each kind's own order)
+    rows = sorted(rows + tunes, key=lambda r: str(r.get("created") or ""))
     if args.json:
         out = []
         for r in rows:
             row = {k: v for k, v in r.items() if k != "problem"}
-            row["schedule"] = schedules.get(r.get("run_id"))
+            if r.get("kind") != "tune":
+                row["schedule"] = schedules.get(r.get("run_id"))
             out.append(row)
         print(json.dumps(out, indent=2))
         return EXIT_OK
@@ -44,6 +73,12 @@ def list_runs(args: argparse.Namespace) -> int:
         return EXIT_OK
     print(f"{'RUN':40} {'STATUS':9} {'TARGET':8} {'KERNEL':20} {'BEST':>7}  {'SCHEDULE':34} MODELS")
     for r in rows:
+        if r.get("kind") == "tune":
+            print(
+                f"{r.get('run_id', '?'):40} {'tune':9} {r.get('target', '?'):8} {str(r.get('kernel', '?'))[:20]:20} "
+                f"{fmt_speedup(r.get('speedup')):>7}  {_tune_cell(r):34} {', '.join(r.get('models', []))}"
+            )
+            continue
         print(
             f"{r.get('run_id', '?'):40} {r.get('status', '?'):9} {r.get('target', '?'):8} {str(r.get('kernel', '?'))[:20]:20} "
             f"{fmt_speedup(r.get('speedup')):>7}  {_schedule_cell(schedules.get(r.get('run_id')), r):34} {', '.join(r.get('models', []))}"
@@ -68,7 +103,40 @@ def _schedule_cell(schedule: dict | None, meta: dict) -> str:
     return text[:34]
 
 
+def show_tune(run: str) -> int:
+    """``autocomp show tune:RUN``: a tuning's summary (its table: ``autocomp tune`` again,
+    which the evaluation cache answers)."""
+    store = Store.open()
+    try:
+        record = store.get(run)
+    finally:
+        store.close()
+    if not isinstance(record, dict):
+        raise CliError(f"no tune run {run!r} in {store.home} (list them with `autocomp runs`)")
+    print(f"tune run {record.get('run_id')}: {record.get('strategy')} (seed {record.get('seed')}), "
+          f"{len(record.get('configs') or [])} configurations tried, {record.get('pruned', 0)} pruned; no LLM")
+    print(f"  kernel {record.get('kernel')} ({record.get('target')}) in {record.get('path')}")
+    best = record.get("best_config")
+    if record.get("improved") and best:
+        print(f"  best: {', '.join(f'{k}={v}' for k, v in best.items())} ({fmt_speedup(record.get('speedup'))})")
+    else:
+        print("  no configuration beat the constants as written")
+    return EXIT_OK
+
+
 def show_run(args: argparse.Namespace) -> int:
+    if str(args.run).startswith("tune:"):
+        if args.json:
+            store = Store.open()
+            try:
+                record = store.get(args.run)
+            finally:
+                store.close()
+            if not isinstance(record, dict):
+                raise CliError(f"no tune run {args.run!r} in {store.home} (list them with `autocomp runs`)")
+            print(json.dumps(record, indent=2))
+            return EXIT_OK
+        return show_tune(args.run)
     store = Store.open()
     try:
         meta = store.run_meta(args.run)

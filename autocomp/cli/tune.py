@@ -23,7 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("tune", help="tune a kernel's integer constants on the evaluator (no LLM)")
     p.add_argument("file", help="source file holding the kernel")
     p.add_argument("--function", help="kernel name when the file has several")
-    p.add_argument("--target", default="auto", help="auto|gemmini|nki|cuda (default: detect)")
+    from autocomp.backends import target_help
+
+    p.add_argument("--target", default="auto", help=target_help())
     p.add_argument("--budget-evals", dest="budget_evals", type=int, metavar="N",
                    help="configurations to evaluate at most (default 30; grid: every valid one)")
     p.add_argument("--strategy", choices=STRATEGIES, default="tpe", help="Optuna sampler: tpe (default), grid or random")

@@ -9,7 +9,9 @@ free: run it again with the same seed and the sampler asks the same configuratio
 the cache answers without evaluating anything.
 
 Each tuning numbers its trials, and the whole result is kept in the store under
-``tune:<run id>``.
+``tune:<run id>`` (indexed under ``tunes:index``; ``autocomp runs`` lists them). The beam
+search tunes each new best with the same function (``--tune-evals``; see
+:mod:`autocomp.search`), against the run's own problem and evaluator, keeping no record.
 """
 
 from __future__ import annotations
@@ -185,11 +187,24 @@ async def tune(
     evaluator: Any = None,
     on_trial: Callable[[Trial, TuneResult], None] | None = None,
     run_id: str | None = None,
+    oracle: Problem | None = None,
+    baseline: Evaluation | None = None,
+    should_stop: Callable[[], bool] | None = None,
+    save: bool = True,
+    batch: int | None = None,
 ) -> TuneResult:
     """Tune ``problem``'s constants with at most ``budget`` evaluated configurations (default:
     30; grid: every valid configuration). The baseline (the constants as written) is
     evaluated first and is the speedup reference; it counts as a trial when the sampler
-    proposes it."""
+    proposes it.
+
+    Inside the beam search (:mod:`autocomp.search`), ``problem`` is a candidate's code in
+    the file, ``oracle`` the run's own problem that every configuration is evaluated
+    against (so the evaluation cache is the search's), ``baseline`` the candidate's known
+    evaluation (not evaluated again), ``should_stop`` ends the tuning between batches, and
+    ``save=False`` keeps it out of the store's tune records. ``batch``: configurations asked
+    before their results are told (default: the executor's concurrency; a fixed number makes
+    the configurations tried the same on every machine)."""
     try:
         import optuna
         from optuna.distributions import IntDistribution
@@ -218,7 +233,9 @@ async def tune(
     run_id = run_id or "tune"
     primary = backend.primary_metric
     lower = backend.lower_is_better
-    baseline = await evaluator.evaluate_one(problem, problem.code)
+    target = oracle or problem
+    if baseline is None:
+        baseline = await evaluator.evaluate_one(target, problem.code)
     if baseline.verdict not in (Verdict.CORRECT, Verdict.UNVERIFIED):
         raise TuneError(f"{problem.path}: the kernel as written does not evaluate ({baseline.verdict.value}): "
                         f"{baseline.feedback[:600]}")
@@ -229,7 +246,7 @@ async def tune(
     study = optuna.create_study(direction="minimize", sampler=sampler)
     dists = {t.name: IntDistribution(0, len(t.values) - 1) for t in space.tunables}
     seen: dict[tuple, float] = {}
-    batch = max(1, int(getattr(evaluator.executor, "concurrency", 1) or 1))
+    batch = max(1, int(batch or getattr(evaluator.executor, "concurrency", 1) or 1))
     attempts = 0
     max_attempts = max(200, 50 * space.size()) if strategy != "grid" else space.size() + 1
     penalty_scale = 1e6
@@ -244,6 +261,8 @@ async def tune(
 
     best_value = math.inf
     while len(result.trials) < budget and attempts < max_attempts and len(seen) < len(valid):
+        if should_stop is not None and should_stop():
+            break
         # Ask a batch of distinct, valid, new configurations; the rest are told at once.
         asked: list[tuple[Any, dict[str, int]]] = []
         while len(asked) < min(batch, budget - len(result.trials)) and attempts < max_attempts:
@@ -268,8 +287,8 @@ async def tune(
             break
         codes = [space.code_for(c) for _t, c in asked]
         before = evaluator.evaluated
-        hits = [evaluator.cached(problem, code) is not None for code in codes]
-        evaluations = await asyncio.gather(*(evaluator.evaluate_one(problem, code) for code in codes))
+        hits = [evaluator.cached(target, code) is not None for code in codes]
+        evaluations = await asyncio.gather(*(evaluator.evaluate_one(target, code) for code in codes))
         result.evaluated += evaluator.evaluated - before
         for (trial, config), code, ev, hit in zip(asked, codes, evaluations, hits):
             value = objective(ev)
@@ -289,13 +308,44 @@ async def tune(
                 on_trial(t, result)
     result.cache_hits = sum(1 for t in result.trials if t.cached)
     result.seconds = time.monotonic() - started
-    if store is not None:
+    if store is not None and save:
         try:
-            store.set(f"tune:{run_id}", {k: v for k, v in result.to_json().items() if k != "best"} | {
-                "best_config": result.best.config if result.best else None})
+            record = {k: v for k, v in result.to_json().items() if k != "best"} | {
+                "best_config": result.best.config if result.best else None,
+                "created": time.strftime("%Y-%m-%d %H:%M:%S"), "kind": "tune"}
+            store.set(f"tune:{run_id}", record)
+            _index_tune(store, run_id)
         except Exception:
             pass
     return result
+
+
+TUNE_INDEX = "tunes:index"
+
+
+def _index_tune(store: Any, run_id: str) -> None:
+    """Add ``run_id`` to the store's list of tune records (``autocomp runs`` lists them)."""
+    if run_id in (store.get(TUNE_INDEX, []) or []):
+        return
+    locked = getattr(store, "_locked", None)
+    if locked is None:
+        store.set(TUNE_INDEX, list(store.get(TUNE_INDEX, []) or []) + [run_id])
+        return
+    with locked():  # read-modify-write of a shared entry, as the run index is
+        index = list(store.get(TUNE_INDEX, []) or [])
+        if run_id not in index:
+            index.append(run_id)
+            store.set(TUNE_INDEX, index)
+
+
+def tune_records(store: Any) -> list[dict[str, Any]]:
+    """The store's tune records (``tune:<run id>``), oldest first."""
+    out = []
+    for run_id in store.get(TUNE_INDEX, []) or []:
+        record = store.get(f"tune:{run_id}")
+        if isinstance(record, dict):
+            out.append(record)
+    return out
 
 
 def evaluations_to_reach(history: list[float | None], target: float | None, tol: float = 1e-9) -> int | None:
