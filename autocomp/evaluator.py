@@ -31,10 +31,22 @@ class Evaluator:
         self.cache_hits = 0
         # The same code arriving twice at once (two plans converging) is evaluated once.
         self._inflight: dict[str, asyncio.Future[Evaluation]] = {}
+        # The last problem's content hash: hashing a 2 MB file for every candidate would
+        # hold the interpreter for milliseconds each time (the language server's requests
+        # wait on it).
+        self._hashed: tuple[Problem, str] | None = None
+
+    def _problem_hash(self, problem: Problem) -> str:
+        hashed = self._hashed
+        if hashed is not None and hashed[0] is problem:
+            return hashed[1]
+        digest = problem.content_hash()
+        self._hashed = (problem, digest)
+        return digest
 
     def _key(self, problem: Problem, code: str) -> str:
         # An evaluation made without isolation is never reused for an isolated run.
-        return Store.eval_key(code, problem.content_hash(), f"{self.backend.cache_identity()}:sandbox={sandbox.label()}")
+        return Store.eval_key(code, self._problem_hash(problem), f"{self.backend.cache_identity()}:sandbox={sandbox.label()}")
 
     def cached(self, problem: Problem, code: str) -> Evaluation | None:
         if self.store is None:

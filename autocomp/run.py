@@ -35,7 +35,7 @@ from autocomp.model import Evaluation, KernelSpan, Problem, Verdict, speedup
 
 # The search settings a recorded session carries in its header and a replay reuses: the
 # ones that decide which prompts are asked (so a replay under other values misses replies).
-SESSION_KNOBS = ("iterations", "beam", "plans", "implementations", "keep", "explore_rate", "seed", "min_improvement", "repair", "early_stop")
+SESSION_KNOBS = ("iterations", "beam", "plans", "implementations", "keep", "explore_rate", "seed", "min_improvement", "repair", "early_stop", "tune_evals")
 
 
 class RunSetupError(UserError):
@@ -53,7 +53,7 @@ class RunSpec:
     llm: list[str] = field(default_factory=list)
     overrides: dict[str, Any] = field(default_factory=dict)
     record: str | None = None
-    executor: str = "local"
+    executor: Any = "local"  # a spec (``local``, ``ray``, ``ray://HOST:PORT``) or an Executor
     seed_plans: list[str] = field(default_factory=list)
     reuse: Any = None  # a schedules.ReuseChoice
     run_id: str | None = None  # set: resume this run
@@ -172,7 +172,8 @@ def start(problem: Problem, backend: Backend, spec: RunSpec, store: Any, kernel_
         raise RunSetupError(str(exc)) from None
     pool.budget.calls, pool.budget.tokens, pool.budget.seconds = config.budget_calls, config.budget_tokens, config.budget_seconds
     try:
-        evaluator = Evaluator(backend, store, executor=make_executor(spec.executor or "local"))
+        executor = spec.executor if not isinstance(spec.executor, (str, type(None))) else make_executor(spec.executor or "local")
+        evaluator = Evaluator(backend, store, executor=executor)
     except ExecutorError as exc:
         raise RunSetupError(str(exc)) from None
     try:

@@ -150,6 +150,10 @@ class Bench:
         return samples
 
 
+def _say(what: str) -> None:
+    print(f"[{time.strftime('%H:%M:%S')}] {what}", file=sys.stderr, flush=True)
+
+
 def _plain(value: Any) -> Any:
     if hasattr(value, "_asdict"):
         return {k: _plain(v) for k, v in value._asdict().items()}
@@ -177,6 +181,8 @@ async def main_async(args: argparse.Namespace) -> int:
         env = dict(os.environ)
         env.update(fake.env())
         env["AUTOCOMP_HOME"] = str(work / "home")
+        if args.backend == "scripted":  # a test double: registered only on request
+            env["AUTOCOMP_PLUGINS"] = "autocomp.testing.scripted_backend"
         client = LanguageClient("autocomp-bench", "1")
         bench = Bench(client, path.as_uri(), line, edit=args.big)
 
@@ -221,7 +227,9 @@ async def main_async(args: argparse.Namespace) -> int:
                 if lenses:
                     break
                 await asyncio.sleep(0.2)
+        _say("idle phase")
         idle = await bench.phase(args.rounds, args.pause)
+        _say("starting a search")
 
         result = await client.workspace_execute_command_async(
             lsp.ExecuteCommandParams("autocomp.optimize", [{"uri": bench.uri, "line": bench.line}])
@@ -231,16 +239,19 @@ async def main_async(args: argparse.Namespace) -> int:
         while not any(s.get("evaluated", 0) > 0 for s in bench.statuses) and time.monotonic() < deadline:
             await asyncio.sleep(0.1)
         evaluated_before = max((s.get("evaluated", 0) for s in bench.statuses), default=0)
+        _say("busy phase")
         busy_started = time.monotonic()
         busy = await bench.phase(args.rounds, args.pause)
         busy_seconds = time.monotonic() - busy_started
         evaluated_after = max((s.get("evaluated", 0) for s in bench.statuses), default=0)
         still_running = bench.statuses[-1]["state"] == "running" if bench.statuses else False
 
+        _say("cancelling and shutting down")
         await client.workspace_execute_command_async(lsp.ExecuteCommandParams("autocomp.cancel", [{"jobId": job_id}]))
         await client.shutdown_async(None)
         client.exit(None)
         await client.stop()
+        _say("done")
 
     rows = []
     for req in ("codeAction", "codeLens", "hover"):

@@ -9,9 +9,12 @@ versions. All cycle figures are `cycles (nki estimate)`, not measurements.
 It also prints the estimate's own time on synthetic traces of growing length (it must grow
 linearly), and, given a local checkout of ucb-bar/autocomp, the seconds the interpreter and
 the estimate take on the first step of each published Trainium trajectory at its published
-shape (the original, as the oracle run would take it; target 30 s here).
+shape (the original, as the oracle run would take it), and the whole evaluation path at those
+shapes as `autocomp eval FILE` takes it: the reference run plus the same code as a candidate
+through the sandbox (target 30 s here), in wall seconds and in CPU seconds of every process.
 
     python bench/nki_eval.py [--repeat 5] [--json] [--autocomp /path/to/ucb-bar/autocomp]
+                             [--published-only] [--only NAME]
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -123,36 +127,107 @@ def published_shapes(autocomp: str) -> list[dict]:
     return rows
 
 
+FULL_EVAL = {  # trajectory -> kernel function the file evaluates (conv1d: a wrapper passing the padding)
+    "2_gemm": "test", "3_mamba": "test", "4_attention": "test", "5_sd_attention": "test", "4_conv1d": "conv1d_eval",
+}
+
+
+def full_evaluations(autocomp: str, only: str = "") -> list[dict]:
+    """The whole evaluation path at published shapes, as `autocomp eval FILE` takes it: the
+    original's run (the reference, in its sandboxed child) and then the same code as a
+    candidate (allowlist, sandboxed child with kernel processes, seeds, reversed-loop run,
+    comparison, estimate). Wall seconds depend on the machine's load, so the CPU seconds of
+    every process of both children are printed beside them."""
+    from autocomp.backends import get_backend
+    from autocomp.backends.nki.harness import Harness
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    import nki_fidelity
+
+    cpu: list[float] = []
+    orig = Harness._run_child
+
+    async def run_child(self, *a, **k):
+        run = await orig(self, *a, **k)
+        cpu.append(float(run.data.get("cpu_seconds", 0.0)))
+        return run
+
+    rows = []
+    Harness._run_child = run_child
+    try:
+        for f in sorted(Path(autocomp).glob("examples/trn-*/*_trace.py")):
+            name = f.name[: -len("_trace.py")]
+            if name not in FULL_EVAL or (only and only not in name):
+                continue
+            code, ms = nki_fidelity.trajectory(f)[0]
+            text = nki_fidelity.HEADERS["old"] + "import ml_dtypes\n" + code + "\n\n"
+            if name == "4_conv1d":
+                text += ("\n@nki.jit\ndef conv1d_eval(x, w):\n    return test(x, w, padding=" +
+                         eval(nki_fidelity.KWARGS[name])["padding"].__repr__() + ")\n")
+            text += f"\ndef get_inputs(rng):\n    return {nki_fidelity.SHAPES[name]}\n"
+            with tempfile.TemporaryDirectory() as d:
+                path = Path(d) / f"{name}.py"
+                path.write_text(text, encoding="utf-8")
+                backend = get_backend("nki")
+                problem = backend.make_problem(str(path), text, FULL_EVAL[name])
+                cpu.clear()
+                load = os.getloadavg()[0]
+                start = time.perf_counter()
+                try:
+                    oracle = asyncio.run(backend.harness.oracle(problem))
+                    mid = time.perf_counter()
+                    (ev,) = asyncio.run(backend.evaluate(problem, [problem.code]))
+                except Exception as exc:  # noqa: BLE001 - reported, not fatal
+                    rows.append({"trajectory": name, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
+                    continue
+                end = time.perf_counter()
+                backend.harness.close()
+            rows.append({"trajectory": name, "verdict": ev.verdict.value, "instructions": int(ev.metrics["instructions"].value)
+                         if "instructions" in ev.metrics else 0, "oracle_s": mid - start, "candidate_s": end - mid,
+                         "wall_s": end - start, "cpu_s": sum(cpu), "seeds_checked": len(oracle.seeds),
+                         "load_before": load, "load_after": os.getloadavg()[0]})
+    finally:
+        Harness._run_child = orig
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--autocomp", default="", help="local checkout of ucb-bar/autocomp (published shapes)")
+    parser.add_argument("--only", default="", help="published-shape trajectories whose name contains this")
+    parser.add_argument("--published-only", action="store_true", help="skip the examples and the scaling figures")
     args = parser.parse_args()
     from autocomp.backends.nki.detect import find_kernels
     from autocomp.backends.nki.interp import install
 
     install()
     rows = {}
-    for name in NAMES:
+    for name in ([] if args.published_only else NAMES):
         path = EXAMPLES / f"{name}.py"
         function = find_kernels(path.read_text())[0].name
         instrs, ips = throughput(path, function, args.repeat)
         row = {"instructions": instrs, "instructions_per_second": ips}
         row.update(asyncio.run(evaluation(name, args.repeat)))
         rows[name] = row
-    scaling = estimate_scaling()
-    shapes = published_shapes(args.autocomp) if args.autocomp else []
+    scaling = [] if args.published_only else estimate_scaling()
+    shapes = published_shapes(args.autocomp) if args.autocomp and not args.published_only else []
+    full = full_evaluations(args.autocomp, args.only) if args.autocomp else []
     if args.json:
-        print(json.dumps({"examples": rows, "estimate_scaling": scaling, "published_shapes": shapes}, indent=2))
+        print(json.dumps({"examples": rows, "estimate_scaling": scaling, "published_shapes": shapes,
+                          "full_evaluation": full}, indent=2))
         return 0
-    print(f"{'example':<10} {'instr':>6} {'instr/s':>9} {'s/eval':>7} {'start cycles':>13} {'best cycles':>12} {'speedup':>8}")
+    if rows:
+        print(f"{'example':<10} {'instr':>6} {'instr/s':>9} {'s/eval':>7} {'start cycles':>13} {'best cycles':>12} {'speedup':>8}")
     for name, r in rows.items():
         print(f"{name:<10} {r['instructions']:>6} {r['instructions_per_second']:>9,.0f} {r['seconds_per_evaluation']:>7.2f} "
               f"{r['start_cycles']:>13,.0f} {r['best_cycles']:>12,.0f} {r['start_cycles'] / r['best_cycles']:>7.2f}x")
-    print("cycles are `cycles (nki estimate)` from Autocomp's analytic model, not measurements; "
-          "s/eval = one candidate through NkiBackend (child process, 3 seeds + reversed-loop run).")
-    print("\nestimate time vs trace length (linear: s per 1k instructions stays flat)")
+    if rows:
+        print("cycles are `cycles (nki estimate)` from Autocomp's analytic model, not measurements; "
+              "s/eval = one candidate through NkiBackend (child process, 3 seeds + reversed-loop run).")
+    if scaling:
+        print("\nestimate time vs trace length (linear: s per 1k instructions stays flat)")
     for n, secs in scaling:
         print(f"  {n:>7} instructions  {secs:7.3f} s  {1000 * secs / n:6.4f} s per 1k")
     if shapes:
@@ -163,6 +238,19 @@ def main() -> int:
             else:
                 print(f"  {r['trajectory']:<16} {r['instructions']:>8} instr  run {r['run_s']:6.1f} s  estimate "
                       f"{r['estimate_s']:5.2f} s  total {r['wall_s']:6.1f} s")
+    if full:
+        print("\nfull evaluation at published shapes (reference run + the same code as a candidate, through the "
+              "sandbox, as `autocomp eval FILE`; target 30 s here)")
+        print(f"  {'trajectory':<16} {'verdict':<8} {'instr':>8} {'ref s':>7} {'cand s':>7} {'wall s':>7} {'CPU s':>7} "
+              f"{'sets':>4}  load (1-min avg, before/after)")
+        for r in full:
+            if "error" in r:
+                print(f"  {r['trajectory']:<16} error: {r['error']}")
+                continue
+            print(f"  {r['trajectory']:<16} {r['verdict']:<8} {r['instructions']:>8} {r['oracle_s']:>7.1f} {r['candidate_s']:>7.1f} "
+                  f"{r['wall_s']:>7.1f} {r['cpu_s']:>7.1f} {r['seeds_checked']:>4}  {r['load_before']:.1f}/{r['load_after']:.1f}")
+        print("  CPU s: every process of both sandboxed children (runner, kernel processes, reversed-loop worker), not "
+              "the parent's parsing, comparison and estimate; sets: random input sets checked (seed_budget).")
     return 0
 
 

@@ -17,7 +17,11 @@ The trajectories are not ours to commit: pass a local checkout of ucb-bar/autoco
 
     python bench/nki_fidelity.py /path/to/ucb-bar/autocomp [--only gemm] [--timeout 120]
 
-Each step runs in its own process (a crashed or slow step is reported, not fatal).
+Each step runs in its own process (a crashed or slow step is reported, not fatal). A step whose
+published text is itself damaged (characters lost mid-line in the published file: it does not
+parse, or uses a name it never assigns; 1_gemm's steps 2-5 and four of 3_mamba's) is reported
+as "not runnable" with the cause, and left out of the figures; 1_gemm and 2_gemm carry the same
+trajectory and measurements, 2_gemm intact.
 """
 
 from __future__ import annotations
@@ -135,6 +139,27 @@ def direction_right(est: list[float], meas: list[float]) -> tuple[int, int]:
     return ok, n
 
 
+def published_defect(code: str, error: str) -> str:
+    """Why a step cannot run as published, when the cause is in the published text itself
+    (characters lost mid-line: a statement merged into a comment, a line cut short), else ""."""
+    import re
+
+    try:
+        tree = ast.parse(HEADERS["old"] + code)
+    except SyntaxError as exc:
+        return f"the published code does not parse ({exc.msg}, line {(exc.lineno or 0) - HEADERS['old'].count(chr(10))})"
+    m = re.search(r"name '(\w+)' is not defined|local variable '(\w+)'", error)
+    if m:
+        var = m.group(1) or m.group(2)
+        bound = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+                 and not any(isinstance(p, ast.AugAssign) and p.target is n for p in ast.walk(tree))}
+        bound |= {a.arg for n in ast.walk(tree) if isinstance(n, ast.arguments) for a in n.args + n.kwonlyargs}
+        bound |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        if var not in bound:
+            return f"the published code never assigns {var!r} (text lost from the published file)"
+    return ""
+
+
 def run_step(name: str, code: str, timeout: float, traces: str = "") -> dict:
     """Run one step in a child process; with ``traces`` (a folder), keep its instruction trace
     there keyed by the step's code, and on a later call only re-estimate the kept trace."""
@@ -185,7 +210,7 @@ def main() -> int:
     if not files:
         print(f"no examples/trn-*/*_trace.py under {a.autocomp}", file=sys.stderr)
         return 2
-    summary, everything = [], {}
+    summary, everything, measured = [], {}, {}
     for f in files:
         name = f.name[: -len("_trace.py")]
         if a.only and a.only not in name:
@@ -198,9 +223,13 @@ def main() -> int:
         print(f"{'step':>4} {'measured ms':>12} {'estimate ms':>12} {'ratio':>7} {'instr':>8} {'run s':>7} {'est s':>6}")
         rows = []
         for i, (code, ms) in enumerate(steps):
-            r = run_step(name, code, a.timeout, a.traces)
+            defect = published_defect(code, "")
+            r = {"error": defect, "published_defect": True} if defect else run_step(name, code, a.timeout, a.traces)
+            if "error" in r and not defect and published_defect(code, r["error"]):
+                r = {"error": published_defect(code, r["error"]) + f" [{r['error'][:60]}]", "published_defect": True}
             if "error" in r:
-                print(f"{i:>4} {ms:>12.3f} {'-':>12} {'-':>7}  error: {r['error']}")
+                print(f"{i:>4} {ms:>12.3f} {'-':>12} {'-':>7}  {'not runnable' if r.get('published_defect') else 'error'}: "
+                      f"{r['error']}")
                 rows.append((ms, None, r))
                 continue
             est_ms = r["us"] / 1000
@@ -217,6 +246,13 @@ def main() -> int:
                     f"({100 * d_ok / max(d_n, 1):.0f}%)  within 2x {w2}/{len(ok)} ({100 * w2 / len(ok):.0f}%)")
         else:
             line = f"{name}: ran {len(ok)}/{len(rows)}"
+        corrupt = sum(1 for _, e, r in rows if e is None and r.get("published_defect"))
+        if corrupt:
+            line += f"  [{corrupt} published step(s) corrupt in the file, not runnable as published]"
+        for other, seq in measured.items():
+            if other != name and len(seq) == len(steps) and seq == [ms for _, ms in steps]:
+                line += f"  [same measurements as {other}]"
+        measured[name] = [ms for _, ms in steps]
         print(line)
         summary.append(line)
         everything[name] = [{"measured_ms": m, "estimate_ms": e, **r} for m, e, r in rows]

@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv if argv is not None else sys.argv[1:])
     logging.basicConfig(stream=sys.stderr, level=args.log_level.upper(), format="autocomp-lsp %(levelname)s %(name)s: %(message)s")
 
-    from autocomp.server.server import build_server
+    from autocomp.server.app import build_server
 
     server = build_server()
     if args.tcp:

@@ -328,6 +328,11 @@ class DocumentIndex:
             self._tasks = {t for t in self._tasks if not t.done()}
         return cached[1] if cached is not None else None
 
+    async def in_process(self, fn: Any, *args: Any) -> Any:
+        """``fn(*args)`` in the detection process (a module-level function): work on a big
+        document that would hold the server's interpreter for too long."""
+        return await asyncio.get_running_loop().run_in_executor(self._executor(), fn, *args)
+
     def source(self, uri: str) -> tuple[str, int | None] | None:
         """The document's current text and version (set by the server)."""
         return None
@@ -341,14 +346,32 @@ class DocumentIndex:
         return self._pool
 
     async def close(self) -> None:
-        """End the detection process (waiting for it briefly, so nothing leaks)."""
-        pool, self._pool = self._pool, None
+        """End the detection process (waiting for it briefly, then killing it: a scan of a
+        big document may take seconds, and an orphaned process would hold the server's
+        stdout open, so the client would never see the server go)."""
+        pool = self._pool
         if pool is not None:
             loop = asyncio.get_running_loop()
             try:
                 await asyncio.wait_for(loop.run_in_executor(None, lambda: pool.shutdown(wait=True, cancel_futures=True)), 3.0)
             except Exception:
                 log.debug("detection process did not end in time", exc_info=True)
+        self.kill()
+
+    def kill(self) -> None:
+        """End the detection process now (``exit``)."""
+        pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        for proc in list((getattr(pool, "_processes", None) or {}).values()):
+            try:
+                proc.kill()
+            except Exception:
+                pass
+        try:
+            pool.shutdown(wait=False, cancel_futures=True)
+        except Exception:
+            pass
 
 
 def kernel_at(kernels: list[DetectedKernel], line: int | None = None, name: str | None = None) -> DetectedKernel | None:

@@ -1,26 +1,31 @@
-"""The Autocomp language server: the pygls subclass, its shared state, and the wiring.
+"""The Autocomp language server: the pygls subclass and its shared state.
 
-Each user-facing feature lives in its own module under ``features/`` and registers its
-handlers here through ``register(server)``; this module only holds what they share
-(settings, the document index, the job registry, client capability checks) and the few
-helpers every feature uses to talk to the client.
+The server is layered. At the top, handlers: one module per user-facing feature under
+``features/``, each registering its handlers through ``register(server)`` (wired in
+:mod:`.app`). Below them, the jobs layer (``jobs/``: a job's state and its one writer, the
+registry, the runner, the worker thread and evaluation process, publishing, edits), which
+never imports a feature: features subscribe to :attr:`JobRegistry.hooks` and to the
+server's :attr:`AutocompServer.hooks`. This module holds what they all share (settings, the
+document index, per-document sessions, the job registry, client capability checks) and the
+few helpers every feature uses to talk to the client.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcException, JsonRpcInvalidParams
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol
 
-from autocomp.model import Metric
-from autocomp.server.documents import DetectedKernel, DocumentIndex
-from autocomp.server.jobs import JobRegistry
 from autocomp import sandbox
+from autocomp.server.documents import DetectedKernel, DocumentIndex
+from autocomp.server.jobs.registry import JobRegistry
+from autocomp.server.session import Sessions
 from autocomp.server.settings import Settings, parse_settings
 
 log = logging.getLogger(__name__)
@@ -104,6 +109,21 @@ def _reason(exc: BaseException) -> str:
     return f"{type(leaf).__name__}: {leaf}"
 
 
+CodeActionProvider = Callable[["AutocompServer", lsp.CodeActionParams, "DetectedKernel | None"], Any]
+
+
+@dataclass
+class ServerHooks:
+    """What features subscribe to, so that no layer below them imports one:
+    ``kernels_found(uri)`` after a background scan of a big document; ``changed(uri)``
+    after the client changed a document; ``code_actions``: (kind, provider) pairs whose
+    actions answer ``textDocument/codeAction`` (a provider may be async)."""
+
+    kernels_found: list[Callable[[str], None]] = field(default_factory=list)
+    changed: list[Callable[[str], Any]] = field(default_factory=list)
+    code_actions: list[tuple[str, CodeActionProvider]] = field(default_factory=list)
+
+
 class AutocompServer(LanguageServer):
     """Language server state shared by all features."""
 
@@ -115,16 +135,8 @@ class AutocompServer(LanguageServer):
         self.documents = DocumentIndex(on_update=self._kernels_found)
         self.documents.source = self.document_text  # type: ignore[method-assign]
         self.jobs = JobRegistry()
-        # (uri, kernel) -> the last primary metric measured for the kernel as it stands
-        self.measurements: dict[tuple[str, str], Metric] = {}
-        # (uri, kernel) -> "your edit: 0.93x vs before" after a save
-        self.edit_notes: dict[tuple[str, str], str] = {}
-        # uri -> text as last opened or saved (the "before" of tuning on save)
-        self.saved_texts: dict[str, str] = {}
-        # uri -> pending debounce timer of its latest save; (uri, kernel) -> the last
-        # queued edit measurement (tune_on_save)
-        self.save_timers: dict[str, asyncio.TimerHandle] = {}
-        self.measure_chains: dict[tuple[str, str], asyncio.Task[Any]] = {}
+        self.sessions = Sessions()  # per open document and kernel; dropped on didClose
+        self.hooks = ServerHooks()
         self._reported: set[str] = set()
         self._store: tuple[str | None, Any] | None = None
         self.closing = False  # set on shutdown: nothing more is sent to the client
@@ -199,9 +211,8 @@ class AutocompServer(LanguageServer):
         """A background scan of a big document finished: show what it found."""
         if self.closing:
             return
-        from autocomp.server.features import diagnostics
-
-        diagnostics.publish(self, uri)
+        for hook in self.hooks.kernels_found:
+            hook(uri)
         self.refresh_lenses()
 
     def document_text(self, uri: str) -> tuple[str, int | None] | None:
@@ -240,14 +251,3 @@ class AutocompServer(LanguageServer):
         if self.closing:
             return
         self.protocol.notify(JOB_STATUS, status)
-
-
-def build_server() -> AutocompServer:
-    """A server with every feature registered."""
-    from autocomp.server.features import apply, commands, diagnostics, hover, lenses, lifecycle
-    from autocomp.server.features import optimize_action, reuse_action, tune_on_save
-
-    server = AutocompServer()
-    for module in (lifecycle, lenses, optimize_action, reuse_action, diagnostics, hover, apply, tune_on_save, commands):
-        module.register(server)
-    return server

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 from autocomp.backends.base import Backend, BackendError, TierInfo, ToolCheck
 from autocomp.backends.nki.detect import find_kernels
-from autocomp.backends.nki.harness import DEFAULT_SEEDS, Harness
+from autocomp.backends.nki.harness import DEFAULT_SEEDS, SEED_BUDGET, Harness
 from autocomp.model import Evaluation, KernelSpan, Problem
 
 
@@ -37,7 +37,7 @@ class NkiBackend(Backend):
     file_suffixes = (".py",)
     primary_metric = "cycles"
     lower_is_better = True
-    evaluator_version = "nki-interp-3"
+    evaluator_version = "nki-interp-4"
 
     def __init__(self, settings: dict[str, Any] | None = None) -> None:
         super().__init__(settings)
@@ -49,6 +49,7 @@ class NkiBackend(Backend):
             concurrency=int(self.settings.get("concurrency", 0)) or _slots(),
             reorder=bool(self.settings.get("check_reorder", True)),
             public_seeds=bool(self.settings.get("public_seeds", False)),
+            seed_budget=float(self.settings.get("seed_budget", SEED_BUDGET)),
         )
         self._neuron = None
         self._real: str | None = None  # version of a working Neuron SDK ("" when none), probed once

@@ -7,7 +7,8 @@ line, then (for candidates) the oracle's inputs as an .npz, so no inputs file ex
 kernel code could read it. It never decides a verdict.
 
 Modes: ``oracle`` (the user's original file, trusted: loaded here, inputs made with its
-``get_inputs``, every seed run) and ``candidate`` (every seed, then with ``reorder`` the
+``get_inputs``, every seed run while the runs so far predict a total within ``seed_budget``
+seconds; at least the first) and ``candidate`` (every seed, then with ``reorder`` the
 first seed once more with every ``affine_range`` reversed). For a candidate, the kernel's
 Python runs in kernel processes (:mod:`autocomp.backends.nki.tracer`) forked before the
 inputs are read, with stdin and every descriptor but two pipes closed, and served by
@@ -105,6 +106,20 @@ def _poisoned(arr: np.ndarray) -> np.ndarray:
     return out
 
 
+def _unchanged(after: Any, given: Any) -> bool:
+    """Whether ``after`` holds exactly the bytes of ``given`` (same shape and dtype)."""
+    import numpy as np
+
+    if not isinstance(after, np.ndarray) or not isinstance(given, np.ndarray):
+        return False
+    if after.shape != given.shape or after.dtype != given.dtype:
+        return False
+    try:
+        return bool(np.array_equal(np.ascontiguousarray(after).view(np.uint8), np.ascontiguousarray(given).view(np.uint8)))
+    except (TypeError, ValueError):
+        return False
+
+
 class Channel:
     """Descriptor 3: messages and arrays for the parent, written at once (no buffer here
     that anything could rewrite)."""
@@ -199,6 +214,128 @@ def fork_kernel_processes(count: int) -> list[tuple[Any, int, int]]:
     return procs
 
 
+class _Unwaitable(Forked):
+    """A sibling kernel process seen from the reverse worker: it can be killed, not waited
+    for (the runner, its parent, reaps it)."""
+
+    def poll(self) -> int | None:
+        return self.returncode
+
+    def wait(self, timeout: float | None = None) -> int:
+        self.returncode = -9
+        return self.returncode
+
+
+class _ReverseWorker:
+    """The reversed-loop run in a forked copy of the runner: it loads the candidate in the
+    second kernel process and sends back either its outputs or its error on a pipe."""
+
+    def __init__(self, kprocs: list[Any], inputs: list[Any], poison: set[int], path: str, names: Any, grid: Any) -> None:
+        rd, wr = os.pipe()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                os.close(rd)
+                try:
+                    os.close(CHANNEL_FD)  # only the runner writes the result channel
+                except OSError:
+                    pass
+                code = self._work(wr, kprocs, inputs, poison, path, names, grid)
+            finally:
+                os._exit(code)
+        os.close(wr)
+        self.pid, self.fd = pid, rd
+        self.kernel = kprocs[1]
+
+    @staticmethod
+    def _work(wr: int, kprocs: list[Any], inputs: list[Any], poison: set[int], path: str, names: Any, grid: Any) -> int:
+        from autocomp.backends.nki.interp.errors import NkiError
+        from autocomp.backends.nki.interp.install import execute
+        from autocomp.backends.nki.remote import KernelFailure
+
+        out = Channel(wr)
+        for k in kprocs:
+            k.proc = _Unwaitable(k.proc.pid)
+        for f in (kprocs[0].inp, kprocs[0].out):  # the seeds' kernel process is the runner's
+            try:
+                f.close()
+            except OSError:
+                pass
+        try:
+            kprocs[1].load()
+            args = [(_poisoned(a) if i in poison else a) for i, a in enumerate(inputs)]
+            rev = execute(kprocs[1].kernel, args, kernel_file=path, reverse_affine=True, names=names, grid=grid)
+        except KernelFailure as exc:
+            out.message(["error", {"status": "error", "error": dict(exc.error)}])
+            return 0
+        except NkiError as exc:
+            out.message(["error", _error("nki", exc.render(), **{k: v for k, v in exc.to_json().items()
+                                                                 if k not in ("kind", "message")})])
+            return 0
+        except RecursionError:
+            out.message(["error", _error("runtime", "recursion too deep")])
+            return 0
+        except MemoryError:
+            out.message(["error", _error("runtime", "the kernel ran out of memory in the interpreter")])
+            return 0
+        except Exception as exc:
+            where = _kernel_frames(exc.__traceback__, path)
+            out.message(["error", _error("runtime", f"{type(exc).__name__}: {exc}\n{where}".strip())])
+            return 0
+        finally:
+            kprocs[1].close()
+        for i, o in enumerate(rev.outputs):
+            out.array(f"rev_out{i}", o)
+        out.message(["done", len(rev.outputs)])
+        return 0
+
+    def collect(self) -> tuple[dict[str, Any] | None, list[Any]]:
+        """(error, outputs) of the reversed run, once it ends."""
+        import numpy as np
+
+        from autocomp.backends.nki.interp.core import DTYPES
+
+        with os.fdopen(self.fd, "rb") as fh:
+            raw = fh.read()
+        os.waitpid(self.pid, 0)
+        self.pid = 0
+        self.kernel.close()
+        outputs: list[Any] = []
+        pos = 0
+        while pos < len(raw):
+            end = raw.index(b"\n", pos)
+            msg = json.loads(raw[pos:end])
+            pos = end + 1
+            if msg[0] == "error":
+                return msg[1], []
+            if msg[0] == "done":
+                return None, outputs
+            key, dtype, shape, nbytes = msg[1], msg[2], msg[3], msg[4]
+            data = raw[pos:pos + nbytes]
+            pos += nbytes
+            if dtype in ("bool", "bool_"):
+                outputs.append(np.frombuffer(data, dtype=np.uint8).reshape(shape).astype(bool))
+            else:
+                outputs.append(np.frombuffer(data, dtype=DTYPES.get(dtype) or np.dtype(dtype)).reshape(shape).copy())
+        return _error("crash", "the reversed-loop run ended without a result"), []
+
+    def kill(self) -> None:
+        if self.pid:
+            try:
+                os.kill(self.pid, 9)
+                os.waitpid(self.pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
+            self.pid = 0
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+
+
 def _read_line(fd: int) -> bytes:
     """The request line from stdin, read unbuffered, so not a byte of the inputs after it is
     in this process's memory before the kernel processes are forked."""
@@ -284,6 +421,12 @@ def run(request: dict[str, Any], channel: Channel | None = None, inputs_raw: byt
     result: dict[str, Any] = {"status": "ok", "counts": {}}
     start = time.perf_counter()
     stage = "run"
+    reverse = None
+    if rev_fn is not None and request.get("parallel_reorder", True) and len(seeds) >= 1:
+        # The reversed run goes on in a forked copy of this process, beside the seeds (a second
+        # core halves a large candidate's time); its kernel process is the second one forked
+        # before the inputs were read, as in the sequential order.
+        reverse = _ReverseWorker(kprocs, inputs[seeds[0]], poison, path, names, grid)
     try:
         for n, seed in enumerate(seeds):
             args = [(_poisoned(a) if i in poison else a) for i, a in enumerate(inputs[seed])]
@@ -295,12 +438,37 @@ def run(request: dict[str, Any], channel: Channel | None = None, inputs_raw: byt
             result["counts"][str(seed)] = [len(res.outputs), len(res.args_after)]
             for i, o in enumerate(res.outputs):
                 arrays[f"s{seed}_out{i}"] = o
+            same = []
             for i, a in enumerate(res.args_after):
-                arrays[f"s{seed}_after{i}"] = a
+                # An argument the kernel left as it came is reported, not sent back: at large
+                # shapes the arguments are most of the channel's bytes.
+                if _unchanged(a, inputs[seed][i]):
+                    same.append(i)
+                else:
+                    arrays[f"s{seed}_after{i}"] = a
+            result.setdefault("same_after", {})[str(seed)] = same
             if n == 0:
                 result["instructions"] = len(res.trace)
                 result["interp_seconds"] = time.perf_counter() - start
-        if rev_fn is not None:
+            result["seeds_run"] = seeds[:n + 1]
+            # The original runs further input sets only while their predicted total stays
+            # within the budget: a large problem is checked on fewer sets, not on none.
+            budget = float(request.get("seed_budget") or 0)
+            elapsed = time.perf_counter() - start
+            if mode == "oracle" and budget > 0 and n + 1 < len(seeds) and elapsed * (n + 2) / (n + 1) > budget:
+                break
+        if reverse is not None:
+            stage = "reorder"
+            kprocs[0].close()
+            err, rev_outputs = reverse.collect()
+            reverse = None
+            if err is not None:
+                err["error"]["stage"] = "reorder"
+                return err, {}
+            for i, o in enumerate(rev_outputs):
+                arrays[f"rev_out{i}"] = o
+            result["rev_count"] = len(rev_outputs)
+        elif rev_fn is not None:
             stage = "reorder"
             kprocs[0].close()
             kprocs[1].load()
@@ -321,6 +489,8 @@ def run(request: dict[str, Any], channel: Channel | None = None, inputs_raw: byt
         where = _kernel_frames(exc.__traceback__, path)
         return _error("runtime", f"{type(exc).__name__}: {exc}\n{where}".strip(), stage=stage), {}
     finally:
+        if reverse is not None:
+            reverse.kill()
         for k in kprocs:
             k.close()
     result["seconds"] = time.perf_counter() - start
@@ -352,6 +522,8 @@ def main() -> int:
         result, arrays = run(request, channel, inputs_raw, spawned)
     except MemoryError:
         result, arrays = _error("runtime", "the kernel ran out of memory in the interpreter"), {}
+    t = os.times()  # this process and the kernel processes it reaped: the CPU the evaluation cost
+    result["cpu_seconds"] = round(t.user + t.system + t.children_user + t.children_system, 3)
     for key, arr in arrays.items():
         channel.array(key, arr)
     channel.message(["result", result])

@@ -7,8 +7,11 @@ the line: imports other than the NKI modules, NumPy dtypes/ops, ``ml_dtypes`` an
 modules used as values; dunder and private names and attributes; attribute access on
 anything but an NKI module, a tile or one of a few known attributes; ``getattr``/``eval``/
 ``open``/… (any builtin outside a small set); default arguments that are not constants;
-``global``/``nonlocal``; writes to module-level objects; lambdas, nested functions, classes,
-``try``/``with``/``while``; decorators other than ``@nki.jit``.
+``global``/``nonlocal``; writes to module-level objects; lambdas, classes,
+``try``/``with``/``while``; decorators other than ``@nki.jit``. A plain ``def`` inside a
+kernel (a helper such as an index builder: the Neuron compiler traces it like any Python) is
+checked with the same rules, sees the enclosing function's names, and can only be called;
+``list.append`` is allowed on lists the kernel itself holds in local variables.
 
 This is the second line of defence. The first is by construction: the kernel's Python runs
 in a process of its own (:mod:`autocomp.backends.nki.tracer`) that holds handles, never
@@ -35,7 +38,7 @@ from typing import Any, Iterable
 # Builtins a kernel may call (never use as values): shape arithmetic and loop helpers.
 SAFE_BUILTINS = frozenset({
     "range", "len", "min", "max", "abs", "int", "float", "bool", "tuple", "list", "enumerate", "zip", "divmod",
-    "round", "print",
+    "round", "print", "slice",
 })
 # Exception classes a kernel may raise (``raise ValueError("shape")``), only in ``raise``.
 RAISABLE = frozenset({"ValueError", "AssertionError", "NotImplementedError", "TypeError", "RuntimeError"})
@@ -57,7 +60,7 @@ _DANGEROUS = frozenset({
     "getattr", "setattr", "delattr", "hasattr", "eval", "exec", "compile", "open", "globals", "locals", "vars", "dir",
     "__import__", "type", "object", "super", "id", "input", "breakpoint", "memoryview", "classmethod", "staticmethod",
     "property", "exit", "quit", "help", "callable", "iter", "next", "map", "filter", "sorted", "reversed", "format",
-    "repr", "str", "bytes", "bytearray", "dict", "set", "frozenset", "slice", "isinstance", "issubclass", "hash",
+    "repr", "str", "bytes", "bytearray", "dict", "set", "frozenset", "isinstance", "issubclass", "hash",
 })
 ALLOWED_MODULES = ("nki", "neuronxcc", "numpy", "ml_dtypes", "math", "torch_neuronx", "__future__")
 
@@ -454,6 +457,13 @@ class FunctionChecker:
                 continue
             if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
                 self.locals.add(node.id)
+        # Helpers defined inside this function (callable only; their bodies are checked when
+        # their `def` is reached, with this function's names visible).
+        self.nested: set[str] = {n.name for n in ast.walk(fn) if isinstance(n, ast.FunctionDef) and n is not fn}
+        for node in ast.walk(fn):
+            if isinstance(node, ast.FunctionDef) and node is not fn:
+                a = node.args
+                self.locals.update(x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [y for y in (a.vararg, a.kwarg) if y])
 
     def issue(self, node: ast.AST, msg: str) -> None:
         if self.fn.name != self.v.kernel:
@@ -533,8 +543,15 @@ class FunctionChecker:
             self.issue(s, f"`{_stmt_name(s)}` is not allowed in a kernel: kernels keep no state outside a call")
         elif isinstance(s, (ast.Import, ast.ImportFrom)):
             self.issue(s, "imports inside the kernel are not allowed; use the file's NKI imports")
+        elif isinstance(s, ast.FunctionDef) and not s.decorator_list:
+            self.v._check_signature(s)
+            sub = FunctionChecker(self.v, s)
+            sub.locals |= self.locals
+            sub.nested |= self.nested
+            sub.run()
         elif isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            self.issue(s, f"`{_stmt_name(s)}` inside a kernel is not allowed; define helpers at module level")
+            self.issue(s, f"`{_stmt_name(s)}` inside a kernel is not allowed (a plain `def` helper is); define helpers "
+                          "at module level")
         else:
             self.issue(s, f"`{_stmt_name(s)}` is not part of the NKI subset a kernel may use")
 
@@ -620,6 +637,9 @@ class FunctionChecker:
         elif isinstance(e, ast.FormattedValue):
             self.expr(e.value)
             self.expr(e.format_spec)
+        elif isinstance(e, ast.NamedExpr):  # `(n := H * W)`: a local assignment
+            self.target(e.target)
+            self.expr(e.value)
         elif isinstance(e, ast.Lambda):
             self.issue(e, "`lambda` is not allowed in a kernel; define a helper function at module level")
         else:
@@ -629,6 +649,10 @@ class FunctionChecker:
         n = e.id
         if n.startswith("__"):
             self.issue(e, f"`{n}` is not allowed in a kernel")
+            return
+        if n in self.nested and n not in self.locals:
+            if not call:
+                self.issue(e, f"the helper `{n}` can only be called, not used as a value")
             return
         if n in self.locals:
             if call:
@@ -713,6 +737,8 @@ class FunctionChecker:
                               "instructions with dst=")
             return
         # An attribute of a value (tile, tensor, dtype, index grid).
+        if call and e.attr == "append" and isinstance(e.value, ast.Name) and e.value.id in self.locals:
+            return  # a list the kernel holds locally (index lists built by a helper)
         if e.attr not in VALUE_ATTRS:
             self.issue(e, f"attribute `.{e.attr}` is not allowed in a kernel; tiles offer "
                           f"{', '.join(sorted(VALUE_ATTRS - {'p', 'x', 'y'}))} (and .p/.x/.y of nl.mgrid)")

@@ -1,146 +1,50 @@
-"""Putting a candidate into the buffer, through ``workspace/applyEdit`` only.
+"""Feature "apply a candidate": everything that puts a job's candidate into the buffer,
+shows it, or takes it back out.
 
-The user's text is sacred (DESIGN principle 7): where the candidate goes is decided by the
-one re-anchoring rule (:mod:`autocomp.anchor`, shared with the CLI's ``--write``): the
-kernel's old lines, else where that exact text moved to, else (the user edited inside the
-kernel) a line-based merge that keeps the user's edit; when the edit and the candidate touch
-the same lines nothing is touched and the message says which lines collide. The edit carries the document version, so a client holding newer text
-refuses it rather than overwriting a keystroke; one edit, so the editor's undo reverts it.
+- the quick-fix code actions "Apply this candidate (2.10x)" and "Show diff" on a kernel's
+  candidate diagnostics (or its best candidate);
+- the commands ``autocomp.applyCandidate``, ``autocomp.revert`` and ``autocomp.showDiff``;
+- the automatic apply when a run finishes (``autocomp.autoApply``: ``always`` applies a
+  confirmed faster kernel, ``preview`` and ``never`` only offer it);
+- the result lenses "Applied 8.61x · Diff · Revert" / "Apply 8.61x · Diff";
+- noticing an undo that takes an applied candidate back out (the job offers it again).
+
+The edit itself goes through :func:`autocomp.server.jobs.edits.replace_kernel` (the one
+re-anchoring rule, one versioned ``workspace/applyEdit``); what was applied is recorded in
+the job by its one writer (:meth:`Job.record_apply`, :meth:`Job.un_apply`).
+
+Before: a finished job on ``gemm`` with a 2.10x candidate, ``autoApply: "preview"``.
+After the lens "Apply 2.10x": the kernel's lines hold the candidate (one undoable edit),
+the lens reads "Applied 2.10x · Diff · Revert" and the kernel's metric lens the new number.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from dataclasses import dataclass
+import os
+import tempfile
+from typing import Any
 
 from lsprotocol import types as lsp
+from pygls.exceptions import JsonRpcInvalidParams
 
 from autocomp import events as ev
-from autocomp.anchor import Conflict, find_moved, place
+from autocomp.anchor import find_moved
 from autocomp.model import Verdict
-from autocomp.server import render
-from autocomp.server.features import diagnostics
-from autocomp.server.jobs import CandidateInfo, Job
+from autocomp.run import unified_diff
+from autocomp.server import params, render
+from autocomp.server.documents import DetectedKernel
+from autocomp.server.jobs.edits import Anchor, edit_for, locate, replace_kernel
+from autocomp.server.jobs.publish import changed
+from autocomp.server.jobs.state import CandidateInfo, Job
 from autocomp.server.server import AutocompServer
 
 log = logging.getLogger(__name__)
 
-
-@dataclass(frozen=True)
-class Anchor:
-    """Lines ``[start, end)`` of the current text that hold the job's original kernel."""
-
-    start: int
-    end: int
+__all__ = ["Anchor", "edit_for", "locate", "apply_candidate", "apply_command", "finish", "revert", "sync_applied"]
 
 
-def locate(text: str, original: str, start: int, end: int) -> Anchor | None:
-    """Rules 1–2 of the one re-anchoring rule (:mod:`autocomp.anchor`): the original
-    kernel at its old lines, else at the whole-line occurrence nearest its old place."""
-    at = find_moved(text, original, start)
-    if at is None:
-        return None
-    return Anchor(at, at + len(original.splitlines(keepends=True)))
-
-
-def _utf16_len(s: str) -> int:
-    return len(s.encode("utf-16-le")) // 2
-
-
-def edit_for(text: str, anchor: Anchor, new_code: str) -> lsp.TextEdit:
-    """A TextEdit replacing whole lines ``anchor`` with ``new_code``, keeping whether the
-    replaced block ended with a newline (the last line of a file may not)."""
-    lines = text.splitlines(keepends=True)
-    old = "".join(lines[anchor.start : anchor.end])
-    if old.endswith("\n") and not new_code.endswith("\n"):
-        new_code += "\n"
-    elif not old.endswith("\n") and new_code.endswith("\n"):
-        new_code = new_code.rstrip("\r\n")
-    if anchor.end < len(lines) or text.endswith("\n"):
-        end = lsp.Position(line=anchor.end, character=0)
-    else:
-        last = lines[-1].rstrip("\r\n")
-        end = lsp.Position(line=len(lines) - 1, character=_utf16_len(last))
-    return lsp.TextEdit(range=lsp.Range(start=lsp.Position(line=anchor.start, character=0), end=end), new_text=new_code)
-
-
-VERSION_WAIT = 2.0  # seconds to wait for the client's newer text after a version refusal
-
-
-def _workspace_edit(ls: AutocompServer, uri: str, version: int | None, edit: lsp.TextEdit) -> lsp.WorkspaceEdit:
-    if ls.supports_document_changes:
-        return lsp.WorkspaceEdit(
-            document_changes=[
-                lsp.TextDocumentEdit(
-                    text_document=lsp.OptionalVersionedTextDocumentIdentifier(uri=uri, version=version), edits=[edit]
-                )
-            ]
-        )
-    return lsp.WorkspaceEdit(changes={uri: [edit]})
-
-
-async def _newer_text(ls: AutocompServer, uri: str, version: int | None) -> None:
-    """After the client refused an edit for its version, wait (briefly) until its newer
-    text has reached us: eglot, for one, answers the refusal before it sends the change."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + VERSION_WAIT
-    while loop.time() < deadline:
-        current = ls.document_text(uri)
-        if current is None or current[1] != version:
-            return
-        await asyncio.sleep(0.05)
-
-
-async def replace_kernel(
-    ls: AutocompServer, job: Job, original: str, start: int, new_code: str, label: str, merge: bool
-) -> tuple[bool, str, Anchor | None, str, str]:
-    """Write ``new_code`` where ``original`` was (line ``start`` of the job's document),
-    placed by the one re-anchoring rule, as one versioned ``workspace/applyEdit``.
-
-    Returns (applied, message, where it went, the text written, the text it replaced). When the client refuses
-    the edit (its text moved on between our read and its apply: a version mismatch, as
-    VS Code reports with ``applied: false`` and eglot with an error), the placement is
-    recomputed against the client's current text and sent once more; a second refusal is
-    reported."""
-    reason = "refused by the editor"
-    for _attempt in range(2):
-        current = ls.document_text(job.uri)
-        if current is None:
-            return False, f"{job.uri} is not open; open it and try again", None, "", ""
-        text, version = current
-        current_kernel = next((k for k in ls.kernels(job.uri) if k.name == job.kernel), None) if merge else None
-        try:
-            placement = place(
-                text, original, start, new_code,
-                current=(current_kernel.span.start_line, current_kernel.span.end_line) if current_kernel else None,
-                name=f"the kernel {job.kernel}",
-            )
-        except Conflict as exc:
-            if not merge:
-                return False, (
-                    f"the kernel {job.kernel} was edited while Autocomp was optimizing it, so the buffer was not "
-                    f"touched; use the code action 'Apply this candidate' to merge it with your edit"
-                ), None, "", ""
-            return False, f"{exc}, so the buffer was not touched; undo or reconcile your edit and apply again", None, "", ""
-        anchor = Anchor(placement.start, placement.end)
-        edit = edit_for(text, anchor, placement.text)
-        params = lsp.ApplyWorkspaceEditParams(edit=_workspace_edit(ls, job.uri, version, edit), label=label)
-        try:
-            result = await ls.workspace_apply_edit_async(params)
-        except Exception as exc:  # eglot answers a version mismatch with an error
-            result, reason = None, str(exc) or type(exc).__name__
-        else:
-            if result is not None and result.applied:
-                merged = "merged with your edit (the merged kernel was not evaluated; save to measure it)"
-                old = "".join(text.splitlines(keepends=True)[anchor.start : anchor.end])
-                return True, merged if placement.merged else "applied", anchor, edit.new_text, old
-            reason = (result.failure_reason if result is not None else None) or "refused by the editor"
-        log.info("applyEdit refused (%s); re-anchoring on the current text and retrying once", reason)
-        await _newer_text(ls, job.uri, version)
-    return False, f"the editor refused the edit ({reason})", None, "", ""
-
-
+# -- applying ------------------------------------------------------------------------------
 async def apply_candidate(ls: AutocompServer, job: Job, info: CandidateInfo, merge: bool = True) -> tuple[bool, str]:
     """Send the edit for ``info``; (applied, message). ``merge=False`` (the automatic
     apply) writes only the exact code that was evaluated: never a merge with the user's
@@ -151,14 +55,11 @@ async def apply_candidate(ls: AutocompServer, job: Job, info: CandidateInfo, mer
         ls, job, job.original_code, job.start_line, info.candidate.code, label, merge
     )
     if applied and anchor is not None:
-        # Re-anchor the job on the text now in the buffer, so a later apply of another
-        # candidate of this job replaces this one, and Revert/undo can be recognised.
-        if not job.applied:  # a second candidate over the first: Revert still goes to the original
-            job.pre_apply_code = replaced
-        job.original_code = written
-        job.start_line = anchor.start
-        job.end_line = anchor.start + len(written.splitlines(keepends=True))
-        job.applied_candidate_id = info.candidate.id
+        job.record_apply(anchor.start, written, replaced, info.candidate.id)
+        session = ls.sessions.kernel(job.uri, job.kernel)
+        if info.metric is not None:  # the kernel's lens shows the new metric
+            session.measurement = info.metric
+        session.edit_note = ""
     return applied, message
 
 
@@ -166,7 +67,7 @@ def sync_applied(ls: AutocompServer, uri: str) -> list[Job]:
     """Notice an undo (or any edit) that took an applied candidate back out of the buffer:
     when the text it replaced stands where it was, the job offers the candidate again
     ("candidate available"). Returns the jobs that changed state."""
-    changed: list[Job] = []
+    out: list[Job] = []
     for job in ls.jobs.for_uri(uri):
         if not job.applied or not job.pre_apply_code:
             continue
@@ -179,20 +80,15 @@ def sync_applied(ls: AutocompServer, uri: str) -> list[Job]:
         at = find_moved(text, job.pre_apply_code, job.start_line)
         if at is None:
             continue  # edited by the user: it stays "applied", and Revert names the conflict
-        _un_apply(job, at)
-        if job.baseline is not None and job.baseline.metric is not None:
-            ls.measurements[job.key] = job.baseline.metric
-        changed.append(job)
-    return changed
+        job.un_apply(at)
+        _measured_baseline(ls, job)
+        out.append(job)
+    return out
 
 
-def _un_apply(job: Job, at: int) -> None:
-    job.applied = False
-    job.original_code = job.pre_apply_code
-    job.start_line = at
-    job.end_line = at + len(job.pre_apply_code.splitlines(keepends=True))
-    job.pre_apply_code = ""
-    job.applied_candidate_id = None
+def _measured_baseline(ls: AutocompServer, job: Job) -> None:
+    if job.baseline is not None and job.baseline.metric is not None:
+        ls.sessions.kernel(job.uri, job.kernel).measurement = job.baseline.metric
 
 
 async def revert(ls: AutocompServer, job: Job) -> dict[str, object]:
@@ -209,31 +105,14 @@ async def revert(ls: AutocompServer, job: Job) -> dict[str, object]:
         message = message.replace("apply again", "revert again")
         ls.show(f"Autocomp: could not revert {job.kernel}: {message}", lsp.MessageType.Warning)
         return {"reverted": False, "message": message}
-    job.pre_apply_code = written
-    _un_apply(job, anchor.start)
-    if job.baseline is not None and job.baseline.metric is not None:
-        ls.measurements[job.key] = job.baseline.metric
-    published_changes(ls, job)
+    job.un_apply(anchor.start, restored=written)
+    _measured_baseline(ls, job)
+    changed(ls, job)
     info = job.candidate(job.best_candidate_id or "")
     speed = render.fmt_speedup(info.speedup) if info else ""
     message = f"Autocomp: reverted {job.kernel} to the original kernel; the {speed} candidate is still available."
     ls.show(message)
     return {"reverted": True, "message": message}
-
-
-def published_changes(ls: AutocompServer, job: Job) -> None:
-    """Tell the client a job's apply state changed: diagnostics, status, lenses."""
-    diagnostics.publish(ls, job.uri)
-    ls.notify_status(job.status())
-    ls.refresh_lenses()
-
-
-def _after_apply(ls: AutocompServer, job: Job, info: CandidateInfo) -> None:
-    """Record the new kernel as measured (its lens shows the new metric)."""
-    job.applied = True
-    if info.metric is not None:
-        ls.measurements[job.key] = info.metric
-    ls.edit_notes.pop(job.key, None)
 
 
 def _applied_message(job: Job, info: CandidateInfo) -> str:
@@ -248,7 +127,8 @@ def _applied_message(job: Job, info: CandidateInfo) -> str:
 
 
 async def finish(ls: AutocompServer, job: Job, event: ev.RunFinished) -> None:
-    """Decide what a finished run does to the buffer, and tell the user."""
+    """Decide what a finished run does to the buffer, and tell the user (a ``finished``
+    hook of the jobs layer)."""
     if job.superseded:
         return
     best = job.candidate(job.best_candidate_id) if job.best_candidate_id else None
@@ -282,8 +162,7 @@ async def finish(ls: AutocompServer, job: Job, event: ev.RunFinished) -> None:
         return
     applied, message = await apply_candidate(ls, job, best, merge=False)
     if applied:
-        _after_apply(ls, job, best)
-        published_changes(ls, job)
+        changed(ls, job)
         ls.show(_applied_message(job, best))
     else:
         ls.show(f"Autocomp: {render.fmt_speedup(best.speedup)} found for {job.kernel}, but {message}.", lsp.MessageType.Warning)
@@ -300,8 +179,7 @@ async def apply_command(ls: AutocompServer, job: Job, info: CandidateInfo) -> di
     if not applied:
         ls.show(f"Autocomp: {message}", lsp.MessageType.Warning)
         return {"applied": False, "message": message}
-    _after_apply(ls, job, info)
-    published_changes(ls, job)
+    changed(ls, job)
     merged = message.startswith("merged")
     message = _applied_message(job, info)
     if merged:
@@ -312,5 +190,160 @@ async def apply_command(ls: AutocompServer, job: Job, info: CandidateInfo) -> di
     return {"applied": True, "message": message}
 
 
+# -- diffs ---------------------------------------------------------------------------------
+def diff(job: Job, info: CandidateInfo) -> dict[str, Any]:
+    original = job.baseline.candidate.code if job.baseline else job.original_code
+    candidate = info.candidate.code
+    title = f"{job.kernel}: {info.candidate.plan_summary()[:60]} ({render.fmt_speedup(info.speedup)})"
+    unified = unified_diff(original, candidate, f"{job.kernel} (original)", f"{job.kernel} ({info.candidate.id})")
+    return {"title": title, "original": original, "candidate": candidate, "unifiedDiff": unified}
+
+
+async def _show_diff_in_editor(ls: AutocompServer, result: dict[str, Any], job: Job, info: CandidateInfo) -> None:
+    """For clients without a diff view: open the unified diff as a document where the
+    client can show documents, else put it in a message. VS Code renders the returned
+    texts in its own diff view, so it gets neither."""
+    if "visual studio code" in ls.client_name.lower() or "code-server" in ls.client_name.lower():
+        return
+    text = f"# {result['title']}\n" + (result["unifiedDiff"] or "(no difference)\n")
+    if ls.supports_show_document:
+        folder = os.path.join(tempfile.gettempdir(), f"autocomp-diffs-{os.getuid()}")
+        os.makedirs(folder, mode=0o700, exist_ok=True)
+        path = os.path.join(folder, f"{job.id}-{info.candidate.id}.diff")
+        with open(path, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        uri = "file://" + path
+        try:
+            shown = await ls.window_show_document_async(lsp.ShowDocumentParams(uri=uri, take_focus=True))
+            if shown is not None and shown.success:
+                return
+        except Exception as exc:
+            log.info("showDocument failed: %s", exc)
+    ls.show(text)
+
+
+def job_and_candidate(ls: AutocompServer, obj: dict[str, Any], name: str) -> tuple[Job, CandidateInfo]:
+    job_id = params.string(obj, "jobId", name)
+    cand_id = params.string(obj, "candidateId", name)
+    job = ls.jobs.get(job_id or "")
+    if job is None:
+        raise JsonRpcInvalidParams(f"{name}: no job {job_id!r} (see autocomp/jobs for the known ones)")
+    info = job.candidate(cand_id or "")
+    if info is None:
+        raise JsonRpcInvalidParams(f"{name}: job {job_id} has no candidate {cand_id!r}")
+    return job, info
+
+
+# -- lenses and code actions ---------------------------------------------------------------
+def result_lenses(job: Job, line: int) -> list[tuple[int, str, str, dict[str, Any]]]:
+    """What a finished job left, as (line, title, command, arguments): "Applied 8.61x ·
+    Diff · Revert" while its candidate is in the buffer; "Apply 8.61x · Diff" while one is
+    available (autoApply "preview"/"never", a cancelled or unconfirmed run, or after an
+    undo or Revert)."""
+    if job.applied and job.applied_candidate_id:
+        info = job.candidate(job.applied_candidate_id)
+        args = {"jobId": job.id, "candidateId": job.applied_candidate_id}
+        return [
+            (line, f"Applied {render.fmt_speedup(info.speedup if info else None)}", "", {}),
+            (line, "Diff", "autocomp.showDiff", args),
+            (line, "Revert", "autocomp.revert", {"jobId": job.id}),
+        ]
+    info = render.offered(job)
+    if info is None:
+        return []
+    args = {"jobId": job.id, "candidateId": info.candidate.id}
+    return [
+        (line, f"Apply {render.fmt_speedup(info.speedup)}", "autocomp.applyCandidate", args),
+        (line, "Diff", "autocomp.showDiff", args),
+    ]
+
+
+def _candidate_refs(ls: AutocompServer, uri: str, context: lsp.CodeActionContext) -> list[tuple[Job, str, lsp.Diagnostic | None]]:
+    """(job, candidate id, diagnostic) for each of our diagnostics in the request."""
+    refs: list[tuple[Job, str, lsp.Diagnostic | None]] = []
+    for diag in context.diagnostics or []:
+        if diag.source != "autocomp":
+            continue
+        data = diag.data if isinstance(diag.data, dict) else {}
+        cand = data.get("candidateId") or (str(diag.code) if diag.code is not None else None)
+        job = ls.jobs.get(str(data.get("jobId"))) if data.get("jobId") else None
+        if job is None and cand:  # clients that drop ``data``: the newest job holding it
+            job = next((j for j in reversed(ls.jobs.for_uri(uri)) if j.candidate(cand)), None)
+        if job is not None and cand and job.candidate(cand) is not None:
+            refs.append((job, cand, diag))
+    return refs
+
+
+def code_actions(ls: AutocompServer, params_: lsp.CodeActionParams, kernel: DetectedKernel | None) -> list[lsp.CodeAction]:
+    """"Apply this candidate (2.10x)" and "Show diff" for candidates under the cursor
+    (from the request's diagnostics, else the best of the kernel's latest unapplied job)."""
+    uri = params_.text_document.uri
+    refs = _candidate_refs(ls, uri, params_.context)
+    if not refs and kernel is not None:
+        job = ls.jobs.latest(uri, kernel.name)
+        if job is not None and not job.applied and not job.superseded and job.ranked():
+            refs = [(job, job.ranked()[0].candidate.id, None)]
+    actions: list[lsp.CodeAction] = []
+    seen: set[tuple[str, str]] = set()
+    for job, cand, diag in refs:
+        if (job.id, cand) in seen:
+            continue
+        seen.add((job.id, cand))
+        info = job.candidate(cand)
+        if info is None or info.candidate.parent is None:
+            continue
+        args = {"jobId": job.id, "candidateId": cand}
+        summary = info.candidate.plan_summary()[:50]
+        for title, command in (
+            (f"Apply this candidate ({render.fmt_speedup(info.speedup)}): {summary}", "autocomp.applyCandidate"),
+            (f"Show diff ({render.fmt_speedup(info.speedup)}): {summary}", "autocomp.showDiff"),
+        ):
+            actions.append(
+                lsp.CodeAction(
+                    title=title,
+                    kind=lsp.CodeActionKind.QuickFix,
+                    diagnostics=[diag] if diag is not None else None,
+                    command=lsp.Command(title=title, command=command, arguments=[args]),
+                )
+            )
+    return actions
+
+
+def _document_changed(ls: AutocompServer, uri: str) -> None:
+    """An undo that takes an applied candidate back out: the job offers it again."""
+    if any(j.applied for j in ls.jobs.for_uri(uri)):
+        for job in sync_applied(ls, uri):
+            changed(ls, job)
+
+
 def register(server: AutocompServer) -> None:
-    """Applying is reached through commands (see commands.py) and finished jobs."""
+    server.hooks.code_actions.append((lsp.CodeActionKind.QuickFix, code_actions))
+    server.hooks.changed.append(lambda uri: _document_changed(server, uri))
+
+    async def on_finished(job: Job, event: Any) -> None:
+        await finish(server, job, event)
+
+    server.jobs.hooks.finished.append(on_finished)
+
+    @server.command("autocomp.applyCandidate")
+    async def apply_candidate_command(ls: AutocompServer, *args: Any) -> dict[str, Any]:
+        obj = params.one_object("autocomp.applyCandidate", args, "{jobId, candidateId}")
+        job, info = job_and_candidate(ls, obj, "autocomp.applyCandidate")
+        return await apply_command(ls, job, info)
+
+    @server.command("autocomp.revert")
+    async def revert_command(ls: AutocompServer, *args: Any) -> dict[str, Any]:
+        obj = params.one_object("autocomp.revert", args, "{jobId}")
+        job_id = params.string(obj, "jobId", "autocomp.revert")
+        job = ls.jobs.get(job_id or "")
+        if job is None:
+            raise JsonRpcInvalidParams(f"autocomp.revert: no job {job_id!r} (see autocomp/jobs for the known ones)")
+        return await revert(ls, job)
+
+    @server.command("autocomp.showDiff")
+    async def show_diff(ls: AutocompServer, *args: Any) -> dict[str, Any]:
+        obj = params.one_object("autocomp.showDiff", args, "{jobId, candidateId}")
+        job, info = job_and_candidate(ls, obj, "autocomp.showDiff")
+        result = diff(job, info)
+        ls.jobs.spawn(_show_diff_in_editor(ls, result, job, info), "show diff")
+        return result

@@ -1,4 +1,5 @@
-"""Information diagnostics on each kernel for its job's current beam.
+"""Feature "candidate diagnostics": Information diagnostics on each kernel for its job's
+current beam (the code actions on them belong to the apply feature, :mod:`.apply`).
 
 Diagnostics reach every client (VS Code, Neovim, eglot), so they are where the ranked
 candidates live; each one carries ``{jobId, candidateId}`` in ``data`` (and the candidate
@@ -10,8 +11,7 @@ from __future__ import annotations
 from lsprotocol import types as lsp
 
 from autocomp.server import render
-from autocomp.server.documents import DetectedKernel
-from autocomp.server.jobs import Job
+from autocomp.server.jobs.state import Job
 from autocomp.server.server import AutocompServer
 
 
@@ -43,56 +43,7 @@ def publish(ls: AutocompServer, uri: str) -> None:
 
 
 def register(server: AutocompServer) -> None:
-    """Nothing to register: diagnostics are pushed by jobs (see runner and apply)."""
-
-
-def _candidate_refs(ls: AutocompServer, uri: str, context: lsp.CodeActionContext) -> list[tuple[Job, str, lsp.Diagnostic | None]]:
-    """(job, candidate id, diagnostic) for each of our diagnostics in the request."""
-    refs: list[tuple[Job, str, lsp.Diagnostic | None]] = []
-    for diag in context.diagnostics or []:
-        if diag.source != "autocomp":
-            continue
-        data = diag.data if isinstance(diag.data, dict) else {}
-        cand = data.get("candidateId") or (str(diag.code) if diag.code is not None else None)
-        job = ls.jobs.get(str(data.get("jobId"))) if data.get("jobId") else None
-        if job is None and cand:  # clients that drop ``data``: the newest job holding it
-            job = next((j for j in reversed(ls.jobs.for_uri(uri)) if j.candidate(cand)), None)
-        if job is not None and cand and job.candidate(cand) is not None:
-            refs.append((job, cand, diag))
-    return refs
-
-
-def candidate_actions(
-    ls: AutocompServer, uri: str, kernel: DetectedKernel | None, context: lsp.CodeActionContext
-) -> list[lsp.CodeAction]:
-    """"Apply this candidate (2.10x)" and "Show diff" for candidates under the cursor
-    (from the request's diagnostics, else the best of the kernel's latest unapplied job)."""
-    refs = _candidate_refs(ls, uri, context)
-    if not refs and kernel is not None:
-        job = ls.jobs.latest(uri, kernel.name)
-        if job is not None and not job.applied and not job.superseded and job.ranked():
-            refs = [(job, job.ranked()[0].candidate.id, None)]
-    actions: list[lsp.CodeAction] = []
-    seen: set[tuple[str, str]] = set()
-    for job, cand, diag in refs:
-        if (job.id, cand) in seen:
-            continue
-        seen.add((job.id, cand))
-        info = job.candidate(cand)
-        if info is None or info.candidate.parent is None:
-            continue
-        args = {"jobId": job.id, "candidateId": cand}
-        summary = info.candidate.plan_summary()[:50]
-        for title, command in (
-            (f"Apply this candidate ({render.fmt_speedup(info.speedup)}): {summary}", "autocomp.applyCandidate"),
-            (f"Show diff ({render.fmt_speedup(info.speedup)}): {summary}", "autocomp.showDiff"),
-        ):
-            actions.append(
-                lsp.CodeAction(
-                    title=title,
-                    kind=lsp.CodeActionKind.QuickFix,
-                    diagnostics=[diag] if diag is not None else None,
-                    command=lsp.Command(title=title, command=command, arguments=[args]),
-                )
-            )
-    return actions
+    """Diagnostics follow the jobs (each published change) and the background scans of
+    big documents (a kernel found or moved)."""
+    server.jobs.hooks.changed.append(lambda job: publish(server, job.uri))
+    server.hooks.kernels_found.append(lambda uri: publish(server, uri))

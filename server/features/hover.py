@@ -1,4 +1,4 @@
-"""Hover on a kernel: the plans tried so far with their verified numbers.
+"""Feature "hover previews": hover on a kernel: the plans tried so far with their verified numbers.
 
 Markdown in a hover works in every client, so this is the inline plan preview that does
 not depend on any editor-specific UI.
@@ -25,12 +25,11 @@ def hover_text(ls: AutocompServer, uri: str, line: int) -> str | None:
     if job is not None:
         return render.hover_markdown(job)
     lines = [f"**Autocomp** · {kernel.target} kernel `{kernel.name}`"]
-    metric = ls.measurements.get((uri, kernel.name))
-    if metric is not None:
-        lines.append(f"Last measured: {metric.display()}")
-    note = ls.edit_notes.get((uri, kernel.name))
-    if note:
-        lines.append(note)
+    session = ls.sessions.peek(uri, kernel.name)
+    if session is not None and session.measurement is not None:
+        lines.append(f"Last measured: {session.measurement.display()}")
+    if session is not None and session.edit_note:
+        lines.append(session.edit_note)
     lines.append("Use the code action *Optimize kernel* to start a search.")
     return "\n\n".join(lines)
 

@@ -1,4 +1,4 @@
-"""Code lenses on each kernel: "Optimize kernel", its measured metric, the running job's
+"""Feature "status lenses": code lenses on each kernel: "Optimize kernel", its measured metric, the running job's
 status line with "Cancel", and the effect of the user's last saved edit.
 
 Lenses are computed from cached detection and job state only, so they stay cheap while
@@ -15,6 +15,7 @@ from typing import Any
 from lsprotocol import types as lsp
 
 from autocomp.server import render
+from autocomp.server.features import apply
 from autocomp.server.server import AutocompServer
 
 log = logging.getLogger(__name__)
@@ -31,7 +32,7 @@ def code_lenses(ls: AutocompServer, uri: str) -> list[lsp.CodeLens]:
     out: list[lsp.CodeLens] = []
     for kernel in ls.kernels(uri):
         line = kernel.span.start_line
-        key = (uri, kernel.name)
+        session = ls.sessions.peek(uri, kernel.name)
         job = ls.jobs.latest(uri, kernel.name)
         if job is not None and job.active:
             out.append(_lens(line, render.status_line(job)))
@@ -40,36 +41,12 @@ def code_lenses(ls: AutocompServer, uri: str) -> list[lsp.CodeLens]:
             out.append(_lens(line, "Optimize kernel", "autocomp.optimize", {"uri": uri, "kernel": kernel.name}))
             if job is not None and not job.superseded:
                 out.append(_lens(line, render.status_line(job)))
-                out += result_lenses(job, line)
-        metric = ls.measurements.get(key)
-        if metric is not None:
-            out.append(_lens(line, metric.display()))
-        note = ls.edit_notes.get(key)
-        if note:
-            out.append(_lens(line, note))
+                out += [_lens(at, title, command or NOOP, args) for at, title, command, args in apply.result_lenses(job, line)]
+        if session is not None and session.measurement is not None:
+            out.append(_lens(line, session.measurement.display()))
+        if session is not None and session.edit_note:
+            out.append(_lens(line, session.edit_note))
     return out
-
-
-def result_lenses(job: Any, line: int) -> list[lsp.CodeLens]:
-    """What a finished job left: "Applied 8.61x · Diff · Revert" while its candidate is in
-    the buffer; "Apply 8.61x · Diff" while one is available (autoApply "preview"/"never",
-    a cancelled or unconfirmed run, or after an undo or Revert)."""
-    if job.applied and job.applied_candidate_id:
-        info = job.candidate(job.applied_candidate_id)
-        args = {"jobId": job.id, "candidateId": job.applied_candidate_id}
-        return [
-            _lens(line, f"Applied {render.fmt_speedup(info.speedup if info else None)}"),
-            _lens(line, "Diff", "autocomp.showDiff", args),
-            _lens(line, "Revert", "autocomp.revert", {"jobId": job.id}),
-        ]
-    info = render.offered(job)
-    if info is None:
-        return []
-    args = {"jobId": job.id, "candidateId": info.candidate.id}
-    return [
-        _lens(line, f"Apply {render.fmt_speedup(info.speedup)}", "autocomp.applyCandidate", args),
-        _lens(line, "Diff", "autocomp.showDiff", args),
-    ]
 
 
 def register(server: AutocompServer) -> None:

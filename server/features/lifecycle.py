@@ -1,4 +1,4 @@
-"""Initialization, settings, document open/change/close, shutdown and exit.
+"""Feature "lifecycle": initialization, settings, document open/change/close, shutdown and exit.
 
 Closing a document ends its jobs; shutdown ends every job and background task (pygls
 cancels none of them by itself) so no evaluator process outlives the server.
@@ -10,14 +10,15 @@ import logging
 
 from lsprotocol import types as lsp
 
+from autocomp.server import textsync
+from autocomp.server.documents import uri_to_path
+from autocomp.server.jobs.worker import SearchWorker
 from autocomp.server.server import AutocompServer
 
 log = logging.getLogger(__name__)
 
 
 def workspace_roots(params: lsp.InitializeParams) -> list[str]:
-    from autocomp.server.documents import uri_to_path
-
     roots = [uri_to_path(f.uri) for f in (params.workspace_folders or [])]
     if not roots and params.root_uri:
         roots = [uri_to_path(params.root_uri)]
@@ -48,6 +49,7 @@ def load_workspace_config(ls: AutocompServer, params: lsp.InitializeParams) -> N
 def register(server: AutocompServer) -> None:
     @server.feature(lsp.INITIALIZE)
     def initialize(ls: AutocompServer, params: lsp.InitializeParams) -> None:
+        textsync.install(ls.workspace)  # incremental changes spliced in, not re-joined line by line
         ls.client_name = params.client_info.name if params.client_info else ""
         load_workspace_config(ls, params)  # workspace autocomp.toml first; the client's settings on top
         if params.initialization_options is not None:
@@ -69,7 +71,7 @@ def register(server: AutocompServer) -> None:
     def did_open(ls: AutocompServer, params: lsp.DidOpenTextDocumentParams) -> None:
         uri = params.text_document.uri
         ls.documents.invalidate(uri)
-        ls.saved_texts[uri] = params.text_document.text
+        ls.sessions.open(uri, params.text_document.text)
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CHANGE)
     def did_change(ls: AutocompServer, params: lsp.DidChangeTextDocumentParams) -> None:
@@ -77,12 +79,11 @@ def register(server: AutocompServer) -> None:
         # known, so typing costs nothing; see DocumentIndex.
         uri = params.text_document.uri
         ls.documents.changed(uri, list(params.content_changes))
-        # An undo that takes an applied candidate back out: the job offers it again.
-        from autocomp.server.features import apply
-
-        if any(j.applied for j in ls.jobs.for_uri(uri)):
-            for job in apply.sync_applied(ls, uri):
-                apply.published_changes(ls, job)
+        for hook in ls.hooks.changed:  # e.g. an undo that takes an applied candidate back out
+            try:
+                hook(uri)
+            except Exception:
+                log.exception("didChange hook failed")
 
     @server.feature(lsp.TEXT_DOCUMENT_DID_CLOSE)
     def did_close(ls: AutocompServer, params: lsp.DidCloseTextDocumentParams) -> None:
@@ -90,18 +91,7 @@ def register(server: AutocompServer) -> None:
         for job in ls.jobs.running(uri):
             ls.jobs.stop(job)
         ls.documents.invalidate(uri)
-        ls.saved_texts.pop(uri, None)
-        from autocomp.server.features import tune_on_save
-
-        tune_on_save.forget(ls, uri)
-        from autocomp.server.features import reuse_action
-
-        for key in [k for k in reuse_action._similar if k[0] == uri]:
-            reuse_action._similar.pop(key, None)
-        for key in [k for k in ls.measurements if k[0] == uri]:
-            ls.measurements.pop(key, None)
-        for key in [k for k in ls.edit_notes if k[0] == uri]:
-            ls.edit_notes.pop(key, None)
+        ls.sessions.drop(uri)  # its saved text, pending save, measurements, notes, caches
 
     @server.feature(lsp.SHUTDOWN)
     async def shutdown(ls: AutocompServer, *args: object) -> None:
@@ -127,14 +117,13 @@ def exit_now(ls: AutocompServer) -> None:
     import sys
     import time
 
-    from autocomp.server.worker import SearchWorker
-
     ls.closing = True
     workers = []
     for job in list(ls.jobs.jobs.values()):
         if isinstance(job.search, SearchWorker) and (job.active or (job.task is not None and not job.task.done())):
             job.search.cancel()
             workers.append(job.search)
+    ls.documents.kill()  # the detection process holds our stdout: it must not outlive us
     deadline = time.monotonic() + EXIT_GRACE
     for worker in workers:
         worker.join_now(max(0.0, deadline - time.monotonic()))

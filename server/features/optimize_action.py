@@ -1,8 +1,10 @@
-"""The "Optimize kernel" code action and starting (or restarting) a job.
+"""Feature "Optimize kernel": the code actions (Optimize / Cancel / Restart), the commands
+``autocomp.optimize`` and ``autocomp.cancel``, and restarting a running job.
 
-The action only names a command; running it starts a background job and returns its id at
-once. One job per kernel: asking again while one runs offers a restart (a message with
-buttons where the client has them), and ``restart: true`` restarts without asking.
+The action only names a command; running it starts a background job (the jobs layer's
+runner) and returns its id at once. One job per kernel: asking again while one runs offers
+a restart (a message with buttons where the client has them), and ``restart: true``
+restarts without asking.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ from typing import Any
 from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 
-from autocomp.backends.base import Backend, BackendError
-from autocomp.server.documents import DetectedKernel, kernel_at, uri_to_path
-from autocomp.server.features import diagnostics
-from autocomp.server.jobs import Job
+from autocomp.server import params
+from autocomp.server.documents import DetectedKernel, kernel_at
+from autocomp.server.jobs import runner
+from autocomp.server.jobs.publish import changed
+from autocomp.server.jobs.state import OPTIMIZE, TUNE, Job
 from autocomp.server.server import AutocompServer
 
 log = logging.getLogger(__name__)
@@ -40,70 +43,19 @@ def find_kernel(ls: AutocompServer, uri: str, line: int | None, kernel: str | No
     return found
 
 
-def fresh_backend(ls: AutocompServer, detected: DetectedKernel) -> Backend:
-    """A backend instance of the job's own: it runs on the job's worker loop, and a
-    backend may hold loop-bound state (semaphores, caches of tasks)."""
-    from autocomp.backends import get_backend
-
-    try:
-        return get_backend(detected.target, ls.settings.target_settings(detected.target))
-    except BackendError as exc:
-        raise JsonRpcInvalidParams(str(exc)) from exc
-
-
 def best_plans(job: Job, limit: int = 4) -> list[str]:
     """Plans of a job's best candidates, best first: what a restart tries first."""
     return [info.candidate.plan for info in job.ranked() if info.candidate.plan][:limit]
 
 
-def start_job(
-    ls: AutocompServer,
-    uri: str,
-    detected: DetectedKernel,
-    seed_plans: list[str] | None = None,
-    previous: Job | None = None,
-    reuse: dict[str, Any] | None = None,
-) -> Job:
-    """Start a job on ``detected`` in the current text of ``uri``."""
-    from autocomp.server.runner import run_job
-
-    text, _version = ls.document_text(uri) or ("", None)
-    backend = fresh_backend(ls, detected)
-    path = uri_to_path(uri)
-    try:
-        problem = backend.make_problem(path, text, function=detected.name)
-    except BackendError as exc:
-        raise JsonRpcInvalidParams(str(exc)) from exc
-    job = Job(
-        uri=uri,
-        kernel=detected.name,
-        target=detected.target,
-        path=path,
-        original_code=problem.code,
-        start_line=problem.span.start_line,
-        end_line=problem.span.end_line,
-        lower_is_better=backend.lower_is_better,
-        seed_plans=list(seed_plans or []),
-        reuse=reuse,
-    )
-    job.primary_metric = backend.primary_metric
-
-    async def body(j: Job) -> None:
-        if previous is not None:
-            await ls.jobs.wait(previous)
-        await run_job(ls, j, problem, backend)
-
-    ls.jobs.start(job, body)
-    return job
-
-
 def restart(ls: AutocompServer, old: Job, detected: DetectedKernel) -> Job:
     """Stop ``old`` (its result is not applied) and start again from the current text,
-    trying the best plans found so far first."""
-    old.superseded = True
+    trying the best plans found so far first (a tuning starts over)."""
+    old.supersede()
     ls.jobs.stop(old)
-    diagnostics.publish(ls, old.uri)
-    return start_job(ls, old.uri, detected, seed_plans=best_plans(old), previous=old)
+    changed(ls, old)
+    seeds = best_plans(old) if old.kind == OPTIMIZE else []
+    return runner.start(ls, old.uri, detected, kind=old.kind, seed_plans=seeds, previous=old)
 
 
 async def _ask_restart(ls: AutocompServer, job: Job) -> None:
@@ -114,7 +66,7 @@ async def _ask_restart(ls: AutocompServer, job: Job) -> None:
             ls.window_show_message_request_async(
                 lsp.ShowMessageRequestParams(
                     type=lsp.MessageType.Info,
-                    message=f"Autocomp is already optimizing {job.kernel} ({job.id}). Restart it from the current code?",
+                    message=f"Autocomp is already {job.verb} {job.kernel} ({job.id}). Restart it from the current code?",
                     actions=[lsp.MessageActionItem(title=restart_title), lsp.MessageActionItem(title=keep_title)],
                 )
             ),
@@ -132,56 +84,65 @@ async def _ask_restart(ls: AutocompServer, job: Job) -> None:
 def optimize(ls: AutocompServer, uri: str, line: int | None, kernel: str | None, restart_: bool) -> dict[str, Any]:
     """``autocomp.optimize``: start, restart, or report the running job."""
     detected = find_kernel(ls, uri, line, kernel)
-    running = ls.jobs.running(uri, detected.name)
-    running = [j for j in running if not j.superseded]
-    if running:
+    running = ls.jobs.current(uri, detected.name)
+    if running is not None:
         if restart_:
-            return {"jobId": restart(ls, running[0], detected).id}
-        ls.jobs.spawn(_ask_restart(ls, running[0]), "ask restart")
-        return {"jobId": running[0].id, "alreadyRunning": True}
-    return {"jobId": start_job(ls, uri, detected).id}
+            return {"jobId": restart(ls, running, detected).id}
+        ls.jobs.spawn(_ask_restart(ls, running), "ask restart")
+        return {"jobId": running.id, "alreadyRunning": True}
+    return {"jobId": runner.start(ls, uri, detected).id}
 
 
-def _wants(context: lsp.CodeActionContext, kind: str) -> bool:
-    only = context.only
-    return not only or any(kind == k or kind.startswith(f"{k}.") for k in only)
+def cancel(ls: AutocompServer, obj: dict[str, Any]) -> dict[str, Any]:
+    """``autocomp.cancel``: stop a job by id, the jobs of a document or kernel, or all."""
+    if obj.get("jobId") is not None:
+        job = ls.jobs.get(str(obj["jobId"]))
+        jobs = [job] if job is not None else []
+    elif obj.get("uri") is not None:
+        jobs = ls.jobs.running(str(obj["uri"]), obj.get("kernel"))
+    else:
+        jobs = ls.jobs.running()
+    cancelled = False
+    for job in jobs:
+        cancelled = ls.jobs.stop(job) or cancelled
+        if cancelled:
+            ls.notify_status(job.status())
+    ls.refresh_lenses()
+    return {"cancelled": cancelled}
 
 
-def code_actions(ls: AutocompServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
-    uri = params.text_document.uri
-    line = params.range.start.line
-    kernels = ls.kernels(uri)
-    detected = kernel_at(kernels, line=line)
-    actions: list[lsp.CodeAction] = []
-    if detected is not None and _wants(params.context, OPTIMIZE_KIND):
-        job = next((j for j in ls.jobs.running(uri, detected.name) if not j.superseded), None)
-        if job is None:
-            args = {"uri": uri, "line": line, "kernel": detected.name}
-            actions.append(_action(f"Optimize kernel {detected.name} (Autocomp)", OPTIMIZE_KIND, "autocomp.optimize", args))
-            from autocomp.server.features import reuse_action
-
-            actions += reuse_action.code_actions(ls, uri, detected, line)
-        else:
-            actions.append(_action(f"Cancel optimizing {detected.name}", OPTIMIZE_KIND, "autocomp.cancel", {"jobId": job.id}))
-            args = {"uri": uri, "kernel": detected.name, "restart": True}
-            actions.append(_action(f"Restart optimizing {detected.name} from the current code", OPTIMIZE_KIND, "autocomp.optimize", args))
-    if _wants(params.context, lsp.CodeActionKind.QuickFix):
-        actions += diagnostics.candidate_actions(ls, uri, detected, params.context)
-    return actions
-
-
-def _action(title: str, kind: str, command: str, args: dict[str, Any]) -> lsp.CodeAction:
+def action(title: str, kind: str, command: str, args: dict[str, Any]) -> lsp.CodeAction:
     return lsp.CodeAction(title=title, kind=kind, command=lsp.Command(title=title, command=command, arguments=[args]))
 
 
+def code_actions(ls: AutocompServer, params_: lsp.CodeActionParams, detected: DetectedKernel | None) -> list[lsp.CodeAction]:
+    if detected is None:
+        return []
+    uri = params_.text_document.uri
+    job = ls.jobs.current(uri, detected.name)
+    if job is None:
+        args = {"uri": uri, "line": params_.range.start.line, "kernel": detected.name}
+        return [action(f"Optimize kernel {detected.name} (Autocomp)", OPTIMIZE_KIND, "autocomp.optimize", args)]
+    verb = "tuning" if job.kind == TUNE else "optimizing"
+    command = "autocomp.tune" if job.kind == TUNE else "autocomp.optimize"
+    return [
+        action(f"Cancel {verb} {detected.name}", OPTIMIZE_KIND, "autocomp.cancel", {"jobId": job.id}),
+        action(f"Restart {verb} {detected.name} from the current code", OPTIMIZE_KIND, command,
+               {"uri": uri, "kernel": detected.name, "restart": True}),
+    ]
+
+
 def register(server: AutocompServer) -> None:
-    @server.feature(
-        lsp.TEXT_DOCUMENT_CODE_ACTION,
-        lsp.CodeActionOptions(code_action_kinds=[OPTIMIZE_KIND, lsp.CodeActionKind.QuickFix], resolve_provider=False),
-    )
-    def code_action(ls: AutocompServer, params: lsp.CodeActionParams) -> list[lsp.CodeAction]:
-        try:
-            return code_actions(ls, params)
-        except Exception:  # a code action must never fail loudly on odd input
-            log.exception("codeAction failed")
-            return []
+    server.hooks.code_actions.append((OPTIMIZE_KIND, code_actions))
+
+    @server.command("autocomp.optimize")
+    def optimize_command(ls: AutocompServer, *args: Any) -> dict[str, Any]:
+        obj = params.one_object("autocomp.optimize", args, "{uri, line?, kernel?, restart?}")
+        uri = params.string(obj, "uri", "autocomp.optimize")
+        line = params.line(obj, "autocomp.optimize")
+        kernel = params.string(obj, "kernel", "autocomp.optimize", required=False)
+        return optimize(ls, uri or "", line, kernel, bool(obj.get("restart", False)))
+
+    @server.command("autocomp.cancel")
+    def cancel_command(ls: AutocompServer, *args: Any) -> dict[str, Any]:
+        return cancel(ls, params.one_object("autocomp.cancel", args, "{jobId?} or {uri, kernel?}"))

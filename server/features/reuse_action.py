@@ -1,4 +1,4 @@
-"""The "Optimize like <kernel>" code actions: start a search by reusing the schedule of a
+"""Feature "Optimize like <kernel>": code actions: start a search by reusing the schedule of a
 similar finished run (autocomp.schedules), one action per similar run, most similar first.
 
 Before: a cursor in ``gemm`` of a 512x512 GEMM file, and a finished run on a 64x64 GEMM in
@@ -19,42 +19,45 @@ from lsprotocol import types as lsp
 from pygls.exceptions import JsonRpcInvalidParams
 
 from autocomp.backends.base import BackendError
-from autocomp.server.documents import INLINE_BYTES, DetectedKernel
+from autocomp.server import params
+from autocomp.server.documents import INLINE_BYTES, DetectedKernel, uri_to_path
+from autocomp.server.features import optimize_action
+from autocomp.server.jobs import runner
 from autocomp.server.server import AutocompServer
 
 log = logging.getLogger(__name__)
 
 COMMAND = "autocomp.optimizeLike"
 MAX_ACTIONS = 3
-SIMILAR_TTL = 5.0
-# (uri, kernel) -> (problem, when, matches): code actions come with every cursor move
-_similar: dict[tuple[str, str], tuple[Any, float, list[Any]]] = {}
+SIMILAR_TTL = 5.0  # code actions come with every cursor move: a big document's store scan is cached
 
 
 def _problem(ls: AutocompServer, uri: str, detected: DetectedKernel) -> Any:
-    from autocomp.server.documents import uri_to_path
-
     text, _version = ls.document_text(uri) or ("", None)
     return detected.backend.make_problem(uri_to_path(uri), text, function=detected.name)
 
 
-def code_actions(ls: AutocompServer, uri: str, detected: DetectedKernel, line: int) -> list[lsp.CodeAction]:
-    """One "Optimize like" action per similar finished run (never raises)."""
+def code_actions(ls: AutocompServer, params_: lsp.CodeActionParams, detected: DetectedKernel | None) -> list[lsp.CodeAction]:
+    """One "Optimize like" action per similar finished run, while no job runs on the
+    kernel (never raises)."""
     from autocomp.schedules import similar_runs
 
+    uri, line = params_.text_document.uri, params_.range.start.line
+    if detected is None or ls.jobs.current(uri, detected.name) is not None:
+        return []
     try:
         problem = ls.documents.problem(uri, detected, ls.settings.target_settings(detected.target))
         if problem is None:  # a big document's is still being built, off the loop
             return []
-        key = (uri, detected.name)
-        cached = _similar.get(key)
+        session = ls.sessions.kernel(uri, detected.name)
+        cached = session.similar
         now = time.monotonic()
         big = len((ls.document_text(uri) or ("", None))[0]) > INLINE_BYTES
         if big and cached is not None and cached[0] is problem and now - cached[1] < SIMILAR_TTL:
             matches = cached[2]
         else:  # for a big document, the store is scanned at most every SIMILAR_TTL s
             matches = similar_runs(ls.store(), problem)[:MAX_ACTIONS]
-            _similar[key] = (problem, now, matches)
+            session.similar = (problem, now, matches)
     except Exception:  # an unreadable store or an odd kernel: no reuse actions, nothing else lost
         log.debug("similar runs unavailable", exc_info=True)
         return []
@@ -75,28 +78,27 @@ def code_actions(ls: AutocompServer, uri: str, detected: DetectedKernel, line: i
 
 def optimize_like(ls: AutocompServer, uri: str, line: int | None, kernel: str | None, run: str) -> dict[str, Any]:
     from autocomp.schedules import ReuseError, resolve_reuse
-    from autocomp.server.features import optimize_action
 
     detected = optimize_action.find_kernel(ls, uri, line, kernel)
-    running = [j for j in ls.jobs.running(uri, detected.name) if not j.superseded]
-    if running:
-        return {"jobId": running[0].id, "alreadyRunning": True}
+    running = ls.jobs.current(uri, detected.name)
+    if running is not None:
+        return {"jobId": running.id, "alreadyRunning": True}
     try:
         choice = resolve_reuse(ls.store(), _problem(ls, uri, detected), run)
     except (ReuseError, BackendError) as exc:
         raise JsonRpcInvalidParams(f"{COMMAND}: {exc}") from exc
     assert choice is not None
-    job = optimize_action.start_job(ls, uri, detected, reuse=choice.to_json())
+    job = runner.start(ls, uri, detected, reuse=choice.to_json())
     ls.show(f"Autocomp: {choice.reason}", lsp.MessageType.Info)
     return {"jobId": job.id, "reuse": {"source": choice.source, "plans": len(choice.plans), "reason": choice.reason}}
 
 
 def register(server: AutocompServer) -> None:
+    server.hooks.code_actions.append((lsp.CodeActionKind.RefactorRewrite, code_actions))
+
     @server.command(COMMAND)
     def command(ls: AutocompServer, *args: Any) -> dict[str, Any]:
-        from autocomp.server.features.commands import one_object
-
-        obj = one_object(COMMAND, args, "{uri, run, line?, kernel?}")
+        obj = params.one_object(COMMAND, args, "{uri, run, line?, kernel?}")
         uri, run = obj.get("uri"), obj.get("run")
         if not isinstance(uri, str) or not uri:
             raise JsonRpcInvalidParams(f"{COMMAND}: 'uri' must be a non-empty string, got {uri!r}")

@@ -1,4 +1,4 @@
-"""Tuning while editing: on save, measure the user's edit of a kernel against the version
+"""Feature "tuning on save": on save, measure the user's edit of a kernel against the version
 saved before it. Saves are debounced (an autosave burst is measured once), saves that leave
 a kernel's text unchanged measure nothing, and a save never cancels a running search: the
 measurement is queued until the search ends (the user restarts from the edit explicitly).
@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 
 from lsprotocol import types as lsp
 
 from autocomp.model import Verdict
 from autocomp.server import render
-from autocomp.server.documents import DetectedKernel
-from autocomp.server.features import optimize_action
+from autocomp.server.documents import INLINE_BYTES, DetectedKernel
+from autocomp.server.jobs.worker import EvaluationProcess, run_in_thread
 from autocomp.server.server import AutocompServer
-from autocomp.server.worker import run_in_thread
 
 log = logging.getLogger(__name__)
 
@@ -31,22 +31,33 @@ async def measure_edit(ls: AutocompServer, uri: str, kernel: DetectedKernel, bef
     engine's front door (:func:`autocomp.run.compare`)."""
     from autocomp.run import compare
 
-    key = (uri, kernel.name)
-    ls.edit_notes[key] = "your edit: measuring…"
+    session = ls.sessions.kernel(uri, kernel.name)  # detached once the document closes
+    session.edit_note = "your edit: measuring…"
     ls.refresh_lenses()
-    backend = kernel.backend
+    target_settings = ls.settings.target_settings(kernel.target)
     try:
-        backend = optimize_action.fresh_backend(ls, kernel)
-        problem = await ls.documents.make_problem(uri, kernel, before, ls.settings.target_settings(kernel.target))
+        problem = await ls.documents.make_problem(uri, kernel, before, target_settings)
         store = ls.store()
 
-        async def evaluate():
-            return await compare(backend, problem, new_code, store)
+        # A big document's evaluations run in an evaluation process: a backend's checks
+        # parse the whole file, which would hold the server's interpreter for seconds.
+        executor = EvaluationProcess() if len(before) > INLINE_BYTES and ls.settings.executor in ("", "local", None) else None
 
-        result = await run_in_thread(evaluate, f"autocomp measure {kernel.name}")
+        async def evaluate():
+            from autocomp.backends import get_backend
+
+            # A backend of its own, built on the worker thread (it may hold loop-bound state).
+            backend = get_backend(kernel.target, target_settings)
+            return await compare(backend, problem, new_code, store, executor=executor)
+
+        try:
+            result = await run_in_thread(evaluate, f"autocomp measure {kernel.name}")
+        finally:
+            if executor is not None:
+                threading.Thread(target=executor.close, daemon=True).start()
     except Exception as exc:  # the note says what went wrong; the server carries on
         log.info("tune on save failed for %s: %s", kernel.name, exc)
-        ls.edit_notes[key] = f"your edit: not measured ({exc})"[:160]
+        session.edit_note = f"your edit: not measured ({exc})"[:160]
         ls.refresh_lenses()
         return
     new_eval = result.candidate
@@ -61,8 +72,8 @@ async def measure_edit(ls: AutocompServer, uri: str, kernel: DetectedKernel, bef
         else:  # the source says whether this is a measurement or an estimate
             note = f"your edit: {render.fmt_speedup(result.speedup)} vs before ({new_metric.unit}, {new_metric.source})"
         if new_metric is not None:
-            ls.measurements[key] = new_metric
-    ls.edit_notes[key] = note
+            session.measurement = new_metric
+    session.edit_note = note
     ls.refresh_lenses()
 
 
@@ -78,27 +89,24 @@ SAVE_DEBOUNCE = 0.4  # seconds: a burst of saves (autosave) is measured once, at
 
 def on_save(ls: AutocompServer, uri: str) -> None:
     """Debounce: the save only (re)arms a timer; :func:`flush` runs when saves stop."""
-    if ls.document_text(uri) is None:
+    current = ls.document_text(uri)
+    doc = ls.sessions.get(uri)
+    if current is None or doc is None:
         return
     if not ls.settings.tune_on_save:
-        ls.saved_texts[uri] = ls.document_text(uri)[0]  # type: ignore[index]
+        doc.saved_text = current[0]
         return
-    old = ls.save_timers.pop(uri, None)
-    if old is not None:
-        old.cancel()
-    ls.save_timers[uri] = asyncio.get_running_loop().call_later(SAVE_DEBOUNCE, flush, ls, uri)
-
-
-def forget(ls: AutocompServer, uri: str) -> None:
-    """Drop a closed document's pending save."""
-    old = ls.save_timers.pop(uri, None)
-    if old is not None:
-        old.cancel()
+    if doc.save_timer is not None:
+        doc.save_timer.cancel()
+    doc.save_timer = asyncio.get_running_loop().call_later(SAVE_DEBOUNCE, flush, ls, uri)
 
 
 def flush(ls: AutocompServer, uri: str) -> None:
     """The end of a burst of saves: measure what changed (see :func:`measure_saved`)."""
-    ls.save_timers.pop(uri, None)
+    doc = ls.sessions.get(uri)
+    if doc is None:
+        return
+    doc.save_timer = None
     ls.jobs.spawn(measure_saved(ls, uri), f"saved {uri}")
 
 
@@ -108,11 +116,11 @@ async def measure_saved(ls: AutocompServer, uri: str) -> None:
     cancelled: the measurement waits for it to end. Both versions are scanned off the
     event loop when the document is big."""
     current = ls.document_text(uri)
-    if current is None:
+    doc = ls.sessions.get(uri)
+    if current is None or doc is None:
         return
     text = current[0]
-    before = ls.saved_texts.get(uri)
-    ls.saved_texts[uri] = text
+    before, doc.saved_text = doc.saved_text, text
     if before is None or before == text:
         return
     s = ls.settings
@@ -129,20 +137,18 @@ async def measure_saved(ls: AutocompServer, uri: str) -> None:
         new_code = kernel.span.text_of(text)
         if old.text_of(before) == new_code:
             continue  # a save that leaves this kernel's text unchanged measures nothing
-        key = (uri, kernel.name)
-        running = next((j for j in ls.jobs.running(uri, kernel.name) if not j.superseded), None)
+        session = doc.kernel(kernel.name)
+        running = ls.jobs.current(uri, kernel.name)
         if running is not None:
-            ls.edit_notes[key] = "your edit: queued (measured when the running search ends)"
+            session.edit_note = "your edit: queued (measured when the running search ends)"
             ls.refresh_lenses()
             ls.report_once(
                 f"Autocomp: the search on {kernel.name} keeps running on the code it started from; your saved edit "
                 f"is measured when it ends (code action 'Restart optimizing {kernel.name} from the current code' "
                 "searches from your edit)."
             )
-        chains = ls.measure_chains
-        task = ls.jobs.spawn(_queued(ls, uri, kernel, before, new_code, chains.get(key)), f"measure edit {kernel.name}")
-        chains[key] = task
-        task.add_done_callback(lambda t, k=key: chains.pop(k, None) if chains.get(k) is t else None)
+        task = ls.jobs.spawn(_queued(ls, uri, kernel, before, new_code, session.measure_chain), f"measure edit {kernel.name}")
+        session.measure_chain = task
 
 
 async def _queued(

@@ -204,3 +204,25 @@ def test_psum_tiles_live_beyond_its_eight_banks_are_spilled():
     assert sum(len(v) for v in psum_spills(held, int(PARAMS["psum_banks"])).values()) == 8
     assert psum_spills(streamed, int(PARAMS["psum_banks"])) == {}
     assert estimate(held).cycles > estimate(streamed).cycles
+
+
+def test_zeros_of_a_blocked_tile_spans_its_par_dim_partitions():
+    """nl.zeros((N, C, nl.par_dim(128), F)) is a memset over 128 partitions of N*C*F elements
+    each, not over N partitions of C*128*F (the block dimensions are free, as for every other
+    instruction on such a tile): the 4_conv1d trajectory's first steps zero two such tiles."""
+
+    @nki.jit
+    def k(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        big = nl.zeros((2, 3, nl.par_dim(128), 64), dtype=nl.float32, buffer=nl.sbuf)
+        flat = nl.zeros((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a)
+        nisa.tensor_tensor(dst=t, data1=t, data2=big[1, 2], op=nl.add)
+        nisa.tensor_tensor(dst=t, data1=t, data2=flat, op=nl.add)
+        nisa.dma_copy(dst=out, src=t)
+        return out
+
+    trace = run(k, np.ones((128, 64), np.float32)).trace
+    blocked, plain = [(i.partitions, i.free) for i in trace if i.op == "memset"]
+    assert blocked == (128, 2 * 3 * 64) and plain == (128, 64)

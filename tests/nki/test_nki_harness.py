@@ -257,3 +257,16 @@ def test_limits_scale_with_the_problem_and_name_the_setting():
         assert "autocomp.target.nki.timeout" in h._limit_note(400.0)
     finally:
         h.close()
+
+
+def test_seed_budget_checks_a_large_problem_on_fewer_input_sets(tmp_path):
+    """Input sets beyond the first run only within seed_budget: a zero-second budget leaves
+    one set (plus the reversed run), a wrong kernel is still caught, and the feedback says so."""
+    path = tmp_path / "scale_add.py"
+    path.write_text(BASE)
+    backend = get_backend("nki", {"timeout": 5, "seeds": [0, 1, 2], "seed_budget": 1e-9})
+    problem = backend.make_problem(str(path), BASE)
+    good, bad = asyncio.run(backend.evaluate(problem, [ORIGINAL, variant("operand0=2.0", "operand0=3.0")]))
+    assert backend.harness._oracles[problem.content_hash()].seeds == (0,)
+    assert good.verdict == Verdict.CORRECT and "Checked on 1 of 3 random input sets" in good.feedback
+    assert bad.verdict == Verdict.INCORRECT

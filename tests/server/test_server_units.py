@@ -55,7 +55,7 @@ async def test_run_in_thread_result_error_and_cancel():
 
     import pytest
 
-    from autocomp.server.worker import run_in_thread
+    from autocomp.server.jobs.worker import run_in_thread
 
     main_thread = threading.get_ident()
 
@@ -91,7 +91,7 @@ async def test_run_in_thread_result_error_and_cancel():
 async def test_search_worker_streams_events_and_stops():
     import asyncio
 
-    from autocomp.server.worker import SearchWorker
+    from autocomp.server.jobs.worker import SearchWorker
 
     class FakeSearch:  # the engine's interface: run() yields events, stop() ends it
         def __init__(self) -> None:

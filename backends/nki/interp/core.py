@@ -1052,5 +1052,18 @@ def region(t: Tensor) -> tuple[int, int, int, int, int]:
     return (t._alloc.id, int(p0), int(p0 + pn), int(f0), int(fhi))
 
 
+def partitions_free(t: "Tensor") -> tuple[int, int]:
+    """(partitions, elements per partition) an instruction over the whole tile ``t`` spans.
+    A tile declared with its partition axis after block dimensions (``(N, C,
+    nl.par_dim(128), F)``) has ``shape[pdim]`` partitions and the block dimensions in its
+    free size, not ``shape[0]`` partitions."""
+    shape = tuple(t.shape)
+    pdim = t._alloc.pdim
+    if pdim and t.on_chip and shape == tuple(t._alloc._data.shape) and 0 < pdim < len(shape):
+        parts = max(int(shape[pdim]), 1)
+        return parts, math.prod(shape) // parts
+    return (shape[0] if shape else 1), free_size(shape)
+
+
 def free_size(shape: tuple[int, ...]) -> int:
     return math.prod(shape[1:]) if len(shape) > 1 else 1

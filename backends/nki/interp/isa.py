@@ -665,7 +665,7 @@ def memset(dst: Any = None, value: Any = 0.0, dtype: Any = None, *, shape: Any =
         raise fail("bad-operand", "memset value must be a number", call)
     eng = _engine(engine, "vector", ("vector", "gpsimd"), call)
     _write(out, np.full(out.shape, float(value), dtype=np.float32), mask)
-    record("memset", eng, out.shape[0], free_size(out.shape), out.dtype.itemsize, [], [out])
+    record("memset", eng, *core.partitions_free(out), out.dtype.itemsize, [], [out])
     return out if out._fresh else None
 
 

@@ -137,7 +137,8 @@ def _filled(shape: Any, value: float, dtype: Any, buffer: Any, name: str, call: 
         # the first matmul's accumulate flag, no instruction runs.
         return t
     engine = "dma" if t.is_hbm else "vector"
-    record("memset", engine, t.shape[0], free_size(t.shape), t.dtype.itemsize, [], [t],
+    parts, free = core.partitions_free(t)
+    record("memset", engine, parts, free, t.dtype.itemsize, [], [t],
            **({"bytes": int(t._data.size * t.dtype.itemsize), "chunk_bytes": int(t._data.size * t.dtype.itemsize)} if t.is_hbm else {}))
     return t
 
