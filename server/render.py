@@ -12,7 +12,6 @@ from typing import Any
 
 from lsprotocol import types as lsp
 
-from autocomp import events as ev
 from autocomp.model import Candidate, Metric
 from autocomp.server.jobs import CANCELLED, FAILED, FINISHED, RUNNING, CandidateInfo, Job
 
@@ -27,67 +26,6 @@ def primary(candidate: Candidate, name: str) -> Metric | None:
 
 def fmt_speedup(value: float | None) -> str:
     return "—" if value is None else f"{value:.2f}x"
-
-
-def apply_event(job: Job, event: Any) -> None:
-    """Fold one engine event into the job's state."""
-    if isinstance(event, ev.RunStarted):
-        job.iterations = int(event.config.get("iterations", job.iterations) or job.iterations)
-        job.primary_metric = event.primary_metric
-        job.replay = bool(event.replay)
-        job.confirmed = bool(event.confirms)
-        job.tier = event.tier
-        job.message = "measuring the starting kernel"
-    elif isinstance(event, ev.BaselineEvaluated):
-        c = event.candidate
-        job.baseline = CandidateInfo(c, 1.0 if c.verdict.correct else None, primary(c, job.primary_metric))
-        metric = job.baseline.metric
-        job.message = f"starting kernel: {metric.display()}" if metric else f"starting kernel: {c.verdict.value}"
-    elif isinstance(event, ev.PlansProposed):
-        job.iteration = max(job.iteration, event.iteration)
-        job.message = f"iteration {event.iteration}: {len(event.plans)} plans proposed"
-    elif isinstance(event, ev.CandidateEvaluated):
-        c = event.candidate
-        job.candidates[c.id] = CandidateInfo(c, event.speedup, primary(c, job.primary_metric))
-        job.evaluated = max(job.evaluated, event.evaluated_total)
-        job.iteration = max(job.iteration, event.iteration)
-        if c.verdict.correct and event.speedup is not None and event.speedup > (job.best_speedup or 0.0):
-            job.best_speedup = event.speedup
-            job.best_candidate_id = c.id
-        job.message = f"evaluated {c.plan_summary()[:60]}: {c.verdict.value}"
-    elif isinstance(event, ev.BeamUpdated):
-        job.beam = [entry.id for entry in event.beam]
-    elif isinstance(event, ev.IterationFinished):
-        job.iteration = event.iteration
-        job.iterations = event.iterations
-        job.evaluated = max(job.evaluated, event.evaluated_total)
-        if event.best_speedup is not None and event.best_speedup >= (job.best_speedup or 0.0):
-            job.best_speedup = event.best_speedup
-            job.best_candidate_id = event.best_id
-        job.best_per_iteration.append(float(event.best_speedup or 1.0))
-    elif isinstance(event, ev.Notice):
-        job.message = event.message
-    elif isinstance(event, ev.RunFinished):
-        job.state = CANCELLED if event.reason == "cancelled" else FINISHED
-        job.finish_reason = event.reason
-        job.confirmed = bool(event.confirmed)
-        job.replay = bool(event.replay) or job.replay
-        job.evaluated = max(job.evaluated, event.evaluated_total)
-        best = event.best
-        if best is not None and best.id != event.baseline.id:
-            info = job.candidates.get(best.id)
-            if info is None:
-                info = CandidateInfo(best, event.speedup, primary(best, job.primary_metric))
-                job.candidates[best.id] = info
-            job.best_candidate_id = best.id
-            job.best_speedup = event.speedup
-        if job.baseline is None:
-            b = event.baseline
-            job.baseline = CandidateInfo(b, 1.0, primary(b, job.primary_metric))
-        job.message = f"{event.reason}: best {fmt_speedup(job.best_speedup)}"
-    elif isinstance(event, ev.RunFailed):
-        job.state = FAILED
-        job.message = event.error
 
 
 def published(job: Job) -> dict[str, Any]:
@@ -207,7 +145,6 @@ def run_report(job: Job) -> dict[str, Any]:
 
 
 __all__ = [
-    "apply_event",
     "beam_diagnostics",
     "candidate_line",
     "hover_markdown",

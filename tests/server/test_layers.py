@@ -124,16 +124,7 @@ def test_one_writer_of_job_state():
         if path == owner:
             continue
         tree = ast.parse(path.read_text())
-        skip: set[int] = set()
-        if path.name == "render.py":
-            # render.apply_event is the old event fold, no longer called by the server
-            # (Job.fold replaced it); render.py belongs to the target-plugin work.
-            for node in ast.walk(tree):
-                if isinstance(node, ast.FunctionDef) and node.name == "apply_event":
-                    skip |= {id(n) for n in ast.walk(node)}
         for node in ast.walk(tree):
-            if id(node) in skip:
-                continue
             targets: list[ast.AST] = []
             if isinstance(node, ast.Assign):
                 targets = list(node.targets)
@@ -148,8 +139,7 @@ def test_one_writer_of_job_state():
     from autocomp.server import render
 
     for path in _modules().values():
-        if path.name != "render.py":
-            assert "apply_event(" not in path.read_text(), path
+        assert "apply_event(" not in path.read_text(), path
     assert callable(getattr(render, "status_line"))
 
 
