@@ -246,8 +246,71 @@ def _flatten(section: Mapping[str, Any], prefix: str = "") -> Iterable[tuple[str
             yield full, value
 
 
+def _json_type_ok(spec: Mapping[str, Any], value: Any) -> bool:
+    kind = spec.get("type")
+    if kind == "boolean":
+        return isinstance(value, bool)
+    if kind in ("integer", "number"):
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return False
+        if kind == "integer" and int(value) != value:
+            return False
+        low, high = spec.get("minimum"), spec.get("maximum")
+        return (low is None or value >= low) and (high is None or value <= high)
+    if kind == "string":
+        return isinstance(value, str) and ("enum" not in spec or value in spec["enum"])
+    if kind == "array":
+        items = spec.get("items")
+        return isinstance(value, list) and (items is None or all(_json_type_ok(items, v) for v in value))
+    if kind == "object":
+        return isinstance(value, Mapping)
+    return True  # a plugin's own schema keyword we do not know: the backend checks it
+
+
+def _allowed(spec: Mapping[str, Any]) -> str:
+    kind = spec.get("type", "any value")
+    if "enum" in spec:
+        return "one of " + ", ".join(repr(v) for v in spec["enum"])
+    if kind == "array" and isinstance(spec.get("items"), Mapping):
+        return f"a list of {spec['items'].get('type', 'values')}s"
+    bounds = [f">= {spec['minimum']}" if "minimum" in spec else "", f"<= {spec['maximum']}" if "maximum" in spec else ""]
+    return " ".join([f"a{'n' if str(kind)[0] in 'aeiou' else ''} {kind}", *[b for b in bounds if b]])
+
+
+def check_target_settings(name: str, values: Mapping[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """``autocomp.target.<name>``'s keys and values against the target's own declaration
+    (``TargetInfo.settings``): the keys that pass, and one problem per key that does not.
+    A misspelt key would otherwise be ignored without a word."""
+    from autocomp.backends import all_target_names, target_info
+
+    info = target_info(name)
+    if info is None:
+        return {}, [f"autocomp.target.{name}: no target named {name!r} is installed; known: {', '.join(all_target_names())}"]
+    declared = info.settings
+    good: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, value in values.items():
+        spec = declared.get(key)
+        if spec is None:
+            problems.append(f"autocomp.target.{name}.{key} is not a setting of {name}; known: {', '.join(sorted(declared)) or 'none'}")
+        elif not _json_type_ok(spec, value):
+            problems.append(f"autocomp.target.{name}.{key} must be {_allowed(spec)}, got {value!r}")
+        else:
+            good[key] = value
+    return good, problems
+
+
 def validate_section(section: Mapping[str, Any], source: str) -> None:
-    """Every key known and every value allowed (target settings are the target's business)."""
+    """Every key known and every value allowed, target settings against their target's
+    declaration."""
+    targets = section.get("target")
+    if isinstance(targets, Mapping):
+        for name, values in targets.items():
+            if not isinstance(values, Mapping):
+                raise SettingError(f"{source}: autocomp.target.{name} must be a table of settings, got {values!r}")
+            problems = check_target_settings(str(name), values)[1]
+            if problems:
+                raise SettingError(f"{source}: {problems[0]}")
     for key, value in _flatten(section):
         if key.startswith("target."):
             continue

@@ -123,7 +123,7 @@ def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, li
     alongside ours); bad values keep the previous value and are reported once.
     """
     from autocomp.config import SearchConfig
-    from autocomp.schema import KNOBS, SettingError, check
+    from autocomp.schema import KNOBS, SettingError, check, check_target_settings
 
     cur = base or Settings()
     section = autocomp_section(raw)
@@ -159,7 +159,9 @@ def parse_settings(raw: Any, base: Settings | None = None) -> tuple[Settings, li
                 problems.append(f"autocomp.target.{name} must be an object of toolchain settings, got {value[name]!r}")
             value = {str(k): dict(v) for k, v in value.items() if k not in bad}
             for name, values in value.items():
-                out.target.setdefault(name, {}).update(values)
+                good, wrong = check_target_settings(name, values)
+                problems.extend(wrong)
+                out.target.setdefault(name, {}).update(good)
             continue
         field_name = knob.field or knob.key
         if knob.key.startswith("search.") or field_name in engine_fields and knob.cli:

@@ -23,6 +23,17 @@ TARGET = TargetInfo(
     settings={
         'arch': {'type': 'string', 'description': 'GPU architecture candidates are compiled for (nvcc -arch); default sm_90 (H100).'},
         'remote': {'type': 'string', 'description': "A command that runs Autocomp's timing worker on a GPU host (for example over ssh). Without a GPU (local or remote) only compile checks run, and they are never shown as speedups."},
+        'remote_timeout': {'type': 'number', 'minimum': 1, 'description': 'Seconds one batch of candidates may take on the remote worker (default 1800).'},
+        'gpu': {'type': 'string', 'enum': ['auto', 'off'], 'description': 'Time candidates on a local NVIDIA GPU when one is visible (`auto`, the default) or never (`off`; also AUTOCOMP_CUDA_GPU=off).'},
+        'nvcc': {'type': 'string', 'description': 'The nvcc executable (default: $NVCC, then nvcc on PATH, then /usr/local/cuda/bin/nvcc).'},
+        'flags': {'type': 'array', 'items': {'type': 'string'}, 'description': 'Extra nvcc flags for every candidate, e.g. ["-O3", "--use_fast_math"] (default none).'},
+        'compile_timeout': {'type': 'number', 'minimum': 1, 'description': 'Seconds allowed for compiling one candidate (default 180).'},
+        'jobs': {'type': 'integer', 'minimum': 1, 'description': 'Candidates compiled at once (default: one per free CPU core).'},
+        'cache_dir': {'type': 'string', 'description': "Where compile results and torch extensions are cached (default: $AUTOCOMP_CUDA_CACHE, else the store's home under cache/cuda)."},
+        'seeds': {'type': 'array', 'items': {'type': 'integer'}, 'description': 'Input sets a candidate must match the original on, on the GPU tier (default [0, 1, 2]; at least 3 checks run).'},
+        'trials': {'type': 'integer', 'minimum': 100, 'description': 'Timed launches per candidate on the GPU tier (default and minimum 100, as KernelBench times).'},
+        'warmup': {'type': 'integer', 'minimum': 0, 'description': 'Untimed launches before timing on the GPU tier (default 3).'},
+        'gpu_timeout': {'type': 'number', 'minimum': 1, 'description': "Seconds one candidate may take on the GPU tier, checks and timing included (default 600)."},
     },
     order=30,
 )

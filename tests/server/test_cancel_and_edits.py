@@ -91,6 +91,8 @@ async def test_edits_outside_kernel_are_kept_and_result_reanchored(slow_editor: 
 
 
 async def test_edit_inside_kernel_is_never_overwritten(tmp_path):
+    """An edit inside the kernel during a search blocks auto-apply; "Apply this candidate"
+    then merges through the one re-anchoring rule, or says exactly which lines collide."""
     for caps in CLIENTS:
         root = tmp_path / caps.replace("@", "_")
         root.mkdir()
@@ -110,7 +112,18 @@ async def test_edit_inside_kernel_is_never_overwritten(tmp_path):
                 assert not ed.applied_edits
                 # Offered as a code action; applying replaces the kernel only on request.
                 actions = await ed.code_actions(doc, 2)
-                assert any(a.title.startswith("Apply this candidate") for a in actions)
+                apply = next(a for a in actions if a.title.startswith("Apply this candidate"))
+                # Same lines edited by both: refused, naming the lines that collide.
+                clash = edited.replace("cost = 1000", "cost = 999")
+                ed.replace(doc, clash)
+                refused = await ed.command("autocomp.applyCandidate", apply.command.arguments[0])
+                assert refused["applied"] is False and "touch the same lines" in refused["message"], refused
+                assert "line" in refused["message"] and doc.text == clash
+                # Different lines: the user's line and the candidate's change are merged.
+                ed.replace(doc, edited)
+                merged = await ed.command("autocomp.applyCandidate", apply.command.arguments[0])
+                assert merged["applied"] is True, merged
+                assert "  // my comment inside\n" in doc.text and "cost = 1000" not in doc.text
             finally:
                 await ed.client.shutdown_session()
                 await ed.client.stop()

@@ -134,9 +134,12 @@ async def test_auto_apply_shows_applied_lens_diff_and_revert_and_undo_offers_aga
     assert any(a.title.startswith("Apply this candidate") for a in actions)
 
 
+@pytest.mark.parametrize("mode", ["preview", "never", False])
 @pytest.mark.parametrize("client", CLIENTS)
-async def test_preview_offers_apply_lens_and_action_and_changes_nothing(tmp_path, fake_llm, client):
-    ed = await start_editor(client, str(tmp_path), fake_llm, server_settings(str(tmp_path), autoApply="preview"))
+async def test_preview_offers_apply_lens_and_action_and_changes_nothing(tmp_path, fake_llm, client, mode):
+    """``"preview"`` and ``"never"`` (and ``false``, the older spelling of never) leave the
+    buffer alone: the lens and the code action offer the result until the user accepts."""
+    ed = await start_editor(client, str(tmp_path), fake_llm, server_settings(str(tmp_path), autoApply=mode))
     try:
         doc = ed.open("k.kern", KERNEL)
         final = await _finished(ed, doc)
@@ -147,6 +150,8 @@ async def test_preview_offers_apply_lens_and_action_and_changes_nothing(tmp_path
         assert any(a.title.startswith(f"Apply this candidate ({speed})") for a in actions)
         await asyncio.sleep(0.5)
         assert not ed.applied_edits and doc.text == KERNEL  # nothing changes until accepted
+        shown = "never" if mode is False else mode
+        assert any(f"autocomp.autoApply is '{shown}'" in m for m in ed.messages()), ed.messages()
         apply_lens = _lens(lenses, f"Apply {speed}").command
         assert (await ed.command(apply_lens.command, apply_lens.arguments[0]))["applied"] is True
         assert "cost = 1000" not in doc.text

@@ -131,3 +131,50 @@ def test_doctor_takes_set_and_checks_targets_with_those_settings(tmp_path):
     forced = _json.loads(run("--set", "target.nki.tier=neuron").stdout)["targets"]["nki"]
     assert plain["tier"] == "nki interpreter"
     assert forced["tier"] != plain["tier"]  # the Neuron tier asked for; this machine has no Neuron SDK
+
+
+# -- target settings: declared by the target, checked everywhere -------------------------
+
+_READS = (
+    r"(?:\bsettings|\bs)\.get\(\s*[\"'](\w+)",  # settings.get("key", default)
+    r"_setting\(\s*[\"'](\w+)",  # Gemmini's settings-with-defaults helper
+    r"settings\[[\"'](\w+)",
+)
+
+
+@pytest.mark.parametrize("name", ["gemmini", "nki", "cuda"])
+def test_every_setting_a_backend_reads_is_declared_and_every_declared_one_is_read(name):
+    """A key the backend reads but does not declare cannot be set from the editor or
+    checked; a declared key nobody reads (the old ``neuronSdk``) silently does nothing."""
+    import re
+
+    from autocomp.backends import target_info
+
+    source = "\n".join(p.read_text() for p in (ROOT / "backends" / name).glob("*.py"))
+    read = {m for pattern in _READS for m in re.findall(pattern, source)}
+    declared = set(target_info(name).settings)
+    assert read - declared == set(), f"{name} reads undeclared settings"
+    assert declared - read == set(), f"{name} declares settings it never reads"
+    readme = (ROOT / "README.md").read_text()
+    assert [k for k in declared if f"`{k}`" not in readme] == [], f"README's {name} section misses settings"
+
+
+def test_misspelt_or_wrong_target_settings_are_named_on_the_cli_and_in_the_server(tmp_path):
+    (tmp_path / "k.kern").write_text(KERNEL)
+    bad = _eval(tmp_path, "--set", "target.scripted.confirm=false")
+    assert bad.returncode == 2 and "autocomp.target.scripted.confirm is not a setting of scripted" in bad.stderr
+    assert "known: " in bad.stderr and "confirms" in bad.stderr
+    with pytest.raises(SettingError, match=r"autocomp.target.nki.seed_budget must be a number >= 0, got 'soon'"):
+        parse_set(["target.nki.seed_budget=soon"])
+    with pytest.raises(SettingError, match=r"autocomp.target.nki.tier must be one of 'auto', 'interpreter', 'neuron'"):
+        parse_set(["target.nki.tier=gpu"])
+    with pytest.raises(SettingError, match="no target named 'gemini'"):
+        parse_set(["target.gemini.run_timeout=5"])
+    (tmp_path / "autocomp.toml").write_text("[target.gemmini]\nrun_timout = 120\n")
+    toml = _eval(tmp_path)
+    assert toml.returncode == 2 and "run_timout is not a setting of gemmini" in toml.stderr
+    # The server keeps the good keys, drops the bad ones and says which.
+    parsed, problems = parse_settings({"autocomp": {"target": {"nki": {"seed_budget": 5, "seed_budgt": 5, "tier": 3}}}})
+    assert parsed.target_settings("nki") == {"seed_budget": 5}
+    assert any("seed_budgt is not a setting of nki" in p for p in problems)
+    assert any("nki.tier must be one of" in p for p in problems)
