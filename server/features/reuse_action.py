@@ -10,6 +10,7 @@ re-implements that run's plans on this kernel and says which run it reuses and w
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
@@ -20,7 +21,7 @@ from pygls.exceptions import JsonRpcInvalidParams
 
 from autocomp.backends.base import BackendError
 from autocomp.server import params
-from autocomp.server.documents import INLINE_BYTES, DetectedKernel, uri_to_path
+from autocomp.server.documents import INLINE_BYTES, DetectedKernel
 from autocomp.server.features import optimize_action
 from autocomp.server.jobs import runner
 from autocomp.server.server import AutocompServer
@@ -30,11 +31,6 @@ log = logging.getLogger(__name__)
 COMMAND = "autocomp.optimizeLike"
 MAX_ACTIONS = 3
 SIMILAR_TTL = 5.0  # code actions come with every cursor move: a big document's store scan is cached
-
-
-def _problem(ls: AutocompServer, uri: str, detected: DetectedKernel) -> Any:
-    text, _version = ls.document_text(uri) or ("", None)
-    return detected.backend.make_problem(uri_to_path(uri), text, function=detected.name)
 
 
 def code_actions(ls: AutocompServer, params_: lsp.CodeActionParams, detected: DetectedKernel | None) -> list[lsp.CodeAction]:
@@ -76,18 +72,26 @@ def code_actions(ls: AutocompServer, params_: lsp.CodeActionParams, detected: De
     return actions
 
 
-def optimize_like(ls: AutocompServer, uri: str, line: int | None, kernel: str | None, run: str) -> dict[str, Any]:
+async def optimize_like(ls: AutocompServer, uri: str, line: int | None, kernel: str | None, run: str) -> dict[str, Any]:
+    """Start a job that reuses run ``run``'s schedule. Building the problem (a parse of the
+    whole file, in the detection process for a big one) and reading the store run off the
+    event loop: on a 2 MB file they take longer than any request may wait."""
     from autocomp.schedules import ReuseError, resolve_reuse
 
     detected = optimize_action.find_kernel(ls, uri, line, kernel)
     running = ls.jobs.current(uri, detected.name)
     if running is not None:
         return {"jobId": running.id, "alreadyRunning": True}
+    text, _version = ls.document_text(uri) or ("", None)  # a snapshot, taken on the loop
+    store = ls.store()
     try:
-        choice = resolve_reuse(ls.store(), _problem(ls, uri, detected), run)
+        problem = await ls.documents.make_problem(uri, detected, text, ls.settings.target_settings(detected.target))
+        choice = await asyncio.to_thread(resolve_reuse, store, problem, run)
     except (ReuseError, BackendError) as exc:
         raise JsonRpcInvalidParams(f"{COMMAND}: {exc}") from exc
     assert choice is not None
+    if ls.jobs.current(uri, detected.name) is not None:  # started meanwhile from elsewhere
+        return {"jobId": ls.jobs.current(uri, detected.name).id, "alreadyRunning": True}
     job = runner.start(ls, uri, detected, reuse=choice.to_json())
     ls.show(f"Autocomp: {choice.reason}", lsp.MessageType.Info)
     return {"jobId": job.id, "reuse": {"source": choice.source, "plans": len(choice.plans), "reason": choice.reason}}
@@ -97,7 +101,7 @@ def register(server: AutocompServer) -> None:
     server.hooks.code_actions.append((lsp.CodeActionKind.RefactorRewrite, code_actions))
 
     @server.command(COMMAND)
-    def command(ls: AutocompServer, *args: Any) -> dict[str, Any]:
+    async def command(ls: AutocompServer, *args: Any) -> dict[str, Any]:
         obj = params.one_object(COMMAND, args, "{uri, run, line?, kernel?}")
         uri, run = obj.get("uri"), obj.get("run")
         if not isinstance(uri, str) or not uri:
@@ -108,4 +112,4 @@ def register(server: AutocompServer) -> None:
         if line is not None and (isinstance(line, bool) or not isinstance(line, int) or line < 0):
             raise JsonRpcInvalidParams(f"{COMMAND}: 'line' must be a 0-based line number, got {line!r}")
         kernel = obj.get("kernel") if isinstance(obj.get("kernel"), str) else None
-        return optimize_like(ls, uri, line, kernel, run)
+        return await optimize_like(ls, uri, line, kernel, run)

@@ -162,6 +162,19 @@ async def test_sessions_are_dropped_on_close_unit():
     assert sessions.documents == {}
 
 
+def test_features_never_parse_a_whole_file_on_the_event_loop():
+    """A backend's make_problem parses the whole file (hundreds of ms at 2 MB): features go
+    through ``documents.make_problem`` / ``documents.problem``, which use the detection
+    process for big documents, never the backend directly."""
+    offenders = []
+    for path in sorted((SERVER / "features").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "make_problem"
+                    and not (isinstance(node.func.value, ast.Attribute) and node.func.value.attr == "documents")):
+                offenders.append(f"features/{path.name}:{node.lineno}")
+    assert not offenders, offenders
+
+
 async def test_closing_a_document_drops_its_kernel_state(tmp_path, fake_llm):
     """A saved edit leaves a measurement and a note on the kernel's lens; after didClose
     and a fresh open of the same text, neither is there."""
