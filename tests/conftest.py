@@ -12,8 +12,21 @@ import pytest
 def pytest_configure(config):
     """One build cache for the whole session (the Spike extension takes seconds to build);
     stores stay per test. Subprocesses inherit it through the environment."""
-    os.environ.setdefault("AUTOCOMP_BUILD_CACHE", tempfile.mkdtemp(prefix="autocomp-build-"))
+    if "AUTOCOMP_BUILD_CACHE" not in os.environ:
+        os.environ["AUTOCOMP_BUILD_CACHE"] = _made_here["build_cache"] = tempfile.mkdtemp(prefix="autocomp-build-")
     register_test_doubles()
+
+
+_made_here: dict[str, str] = {}
+
+
+def pytest_unconfigure(config):
+    """Remove the session's build cache if this session made it (one per run piled up in /tmp)."""
+    import shutil
+
+    made = _made_here.pop("build_cache", None)
+    if made:
+        shutil.rmtree(made, ignore_errors=True)
 
 
 TEST_DOUBLE_PLUGINS = ("autocomp.testing.scripted_backend",)

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
+import tempfile
 
 from autocomp.testing.fake_llm import FakeLLMServer, load_rules
 
@@ -36,16 +38,16 @@ def main(argv: list[str] | None = None) -> int:
     saved = {k: os.environ.get(k) for k in server.env()}
     os.environ.update(server.env())
     home = os.environ.get("AUTOCOMP_HOME")
+    # A fresh store so the session records every reply instead of reusing cached ones.
+    scratch_home = tempfile.mkdtemp(prefix="autocomp-author-")
     try:
-        # A fresh store so the session records every reply instead of reusing cached ones.
-        import tempfile
-
-        os.environ["AUTOCOMP_HOME"] = tempfile.mkdtemp(prefix="autocomp-author-")
+        os.environ["AUTOCOMP_HOME"] = scratch_home
         from autocomp.cli.main import main as cli_main
 
         status = cli_main(["optimize", *optimize_args, "--llm", f"openai:{args.model}", "--record", args.record])
     finally:
         server.stop()
+        shutil.rmtree(scratch_home, ignore_errors=True)
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
