@@ -48,14 +48,16 @@ def best_plans(job: Job, limit: int = 4) -> list[str]:
     return [info.candidate.plan for info in job.ranked() if info.candidate.plan][:limit]
 
 
-def restart(ls: AutocompServer, old: Job, detected: DetectedKernel) -> Job:
+def restart(ls: AutocompServer, old: Job, detected: DetectedKernel, options: dict[str, Any] | None = None) -> Job:
     """Stop ``old`` (its result is not applied) and start again from the current text,
-    trying the best plans found so far first (a tuning starts over)."""
+    trying the best plans found so far first (a tuning starts over, with the budget,
+    strategy and seed it was started with unless ``options`` overrides them)."""
     old.supersede()
     ls.jobs.stop(old)
     changed(ls, old)
     seeds = best_plans(old) if old.kind == OPTIMIZE else []
-    return runner.start(ls, old.uri, detected, kind=old.kind, seed_plans=seeds, previous=old)
+    return runner.start(ls, old.uri, detected, kind=old.kind, seed_plans=seeds, previous=old,
+                        options={**old.options, **(options or {})})
 
 
 async def _ask_restart(ls: AutocompServer, job: Job) -> None:

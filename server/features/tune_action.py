@@ -135,7 +135,7 @@ def tune(ls: AutocompServer, obj: dict[str, Any]) -> dict[str, Any]:
     running = ls.jobs.current(uri, detected.name)
     if running is not None:
         if obj.get("restart"):
-            return {"jobId": restart(ls, running, detected).id}
+            return {"jobId": restart(ls, running, detected, options).id}
         return {"jobId": running.id, "alreadyRunning": True}
     return {"jobId": runner.start(ls, uri, detected, kind=TUNE, options=options).id}
 

@@ -63,6 +63,7 @@ def start(
         kind=kind,
         seed_plans=list(seed_plans or []),
         reuse=reuse,
+        options=dict(options or {}),
     )
     job.begin(ls.settings.search.iterations if kind == OPTIMIZE else 0, detected.backend.primary_metric)
     target_settings = ls.settings.target_settings(detected.target)
@@ -70,7 +71,7 @@ def start(
     async def body(j: Job) -> None:
         if previous is not None:
             await ls.jobs.wait(previous)
-        await run_job(ls, j, text, target_settings, dict(options or {}), detected)
+        await run_job(ls, j, text, target_settings, dict(j.options), detected)
 
     return ls.jobs.start(job, body)
 

@@ -111,6 +111,7 @@ class Job:
     task: asyncio.Task[Any] | None = None
     seed_plans: list[str] = field(default_factory=list)
     reuse: dict[str, Any] | None = None  # a ReuseChoice as JSON: "Optimize like <kernel>"
+    options: dict[str, Any] = field(default_factory=dict)  # a tuning's budget/strategy/seed, kept for a restart
 
     # -- reading -----------------------------------------------------------------------
     @property

@@ -123,3 +123,26 @@ async def test_tune_offered_only_where_there_are_tunables(tmp_path, fake_llm):
     finally:
         await ed.client.shutdown_session()
         await ed.client.stop()
+
+
+async def test_tune_restart_keeps_budget_strategy_and_seed(tmp_path, fake_llm):
+    """A restart (lens, action or ``restart: true``) starts the tuning over with what it was
+    started with; options given with the restart override those."""
+    ed = await start_editor("visual-studio-code", str(tmp_path), fake_llm, _gemmini_settings(tmp_path, autoApply="never"))
+    try:
+        doc = ed.open("gemm.c", GEMM)
+        first = (await ed.command("autocomp.tune", {"uri": doc.uri, "kernel": "gemm", "budget": 2, "strategy": "random", "seed": 3}))["jobId"]
+        second = (await ed.command("autocomp.tune", {"uri": doc.uri, "kernel": "gemm", "restart": True}))["jobId"]
+        assert second != first
+        final = await ed.wait_state(second, timeout=120)
+        assert final["state"] == "finished" and final["iterations"] == 2, final  # the budget kept
+        report = await ed.custom("autocomp/run", {"jobId": second})
+        assert len(report["candidates"]) == 3  # the constants as written, then 2 configurations
+        third = (await ed.command("autocomp.tune", {"uri": doc.uri, "kernel": "gemm", "budget": 4}))["jobId"]
+        fourth = (await ed.command("autocomp.tune", {"uri": doc.uri, "kernel": "gemm", "restart": True, "budget": 1}))["jobId"]
+        assert third != fourth
+        final = await ed.wait_state(fourth, timeout=120)
+        assert final["iterations"] == 1, final  # the restart's own budget wins
+    finally:
+        await ed.client.shutdown_session()
+        await ed.client.stop()
