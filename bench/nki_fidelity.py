@@ -19,7 +19,8 @@ The trajectories are not ours to commit: pass a local checkout of ucb-bar/autoco
 
 Each step runs in its own process (a crashed or slow step is reported, not fatal). A step whose
 published text is itself damaged (characters lost mid-line in the published file: it does not
-parse, or uses a name it never assigns; 1_gemm's steps 2-5 and four of 3_mamba's) is reported
+parse, uses a name it never assigns, or has a statement merged into a comment; 1_gemm's steps
+2-5 and four of 3_mamba's) is reported
 as "not runnable" with the cause, and left out of the figures; 1_gemm and 2_gemm carry the same
 trajectory and measurements, 2_gemm intact.
 """
@@ -148,6 +149,9 @@ def published_defect(code: str, error: str) -> str:
         tree = ast.parse(HEADERS["old"] + code)
     except SyntaxError as exc:
         return f"the published code does not parse ({exc.msg}, line {(exc.lineno or 0) - HEADERS['old'].count(chr(10))})"
+    merged = _statement_in_comment(code)
+    if merged and error:
+        return f"a statement is merged into a comment in the published code ({merged!r}: text lost mid-line)"
     m = re.search(r"name '(\w+)' is not defined|local variable '(\w+)'", error)
     if m:
         var = m.group(1) or m.group(2)
@@ -157,6 +161,31 @@ def published_defect(code: str, error: str) -> str:
         bound |= {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
         if var not in bound:
             return f"the published code never assigns {var!r} (text lost from the published file)"
+    return ""
+
+
+_STATEMENT_KEYWORDS = ("if ", "for ", "while ", "with ", "elif ", "else:", "return", "def ")
+
+
+def _statement_in_comment(code: str) -> str:
+    """A Python statement inside a comment after a run of spaces (``# ... (size <= psum   if
+    tail > 0:``): the published file lost the characters between a comment and the next line,
+    so that line became part of the comment. Returns the statement, or ""."""
+    import re
+
+    for line in code.splitlines():
+        if "#" not in line:
+            continue
+        comment = line.split("#", 1)[1]
+        for frag in re.split(r" {3,}", comment)[1:]:
+            frag = frag.strip()
+            if not frag.startswith(_STATEMENT_KEYWORDS):
+                continue
+            try:
+                ast.parse(frag + (" pass" if frag.endswith(":") else ""))
+            except SyntaxError:
+                continue
+            return frag
     return ""
 
 

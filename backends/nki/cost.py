@@ -1,13 +1,20 @@
-"""Per-engine cycle estimate from an instruction trace.
+"""Per-engine cycle estimate from an instruction trace (a model of a trn1 NeuronCore-v2).
 
 Model: each engine (TensorE, VectorE, ScalarE, GpSimdE, DMA) is an in-order queue. An
 instruction starts when its engine is free and its operands are ready (read-after-write),
 and the tiles it overwrites are no longer being read or written (write-after-read/write).
-Engines therefore overlap wherever the kernel's data flow allows. DMAs occupy the DMA
-queue for their transfer time (bytes over HBM bandwidth, small contiguous runs rounded up)
-and land after a fixed latency, with a bounded number in flight. Instruction costs follow
-the public rules of thumb in the NKI docs; every parameter lives in ``params/cost_params.toml``
-with its source. The result is an *estimate* and is always labelled so.
+Engines therefore overlap wherever the kernel's data flow allows, except where they share an
+on-chip RAM interface (VectorE/GpSimdE on SBUF, VectorE/ScalarE on PSUM: arch guide). Each
+compute instruction streams its elements at its engine's documented rate and clock (VectorE
+1.12 GHz, ScalarE/GpSimdE 1.4, TensorE 2.8) and makes one tensor access request per input and
+output tile, each holding that read/write interface of the engine (SBUF or PSUM) for a fixed
+time: small instructions are bound by their requests, large ones by their elements. DMAs
+occupy the shared HBM bandwidth for their transfer time (bytes over bandwidth, small contiguous
+runs rounded up) and land after a fixed latency, with a bounded number in flight. The
+compiler's loop vectorization, PSUM spills and the lowering of partition broadcasts to TensorE
+are modelled. Every parameter lives in ``params/cost_params.toml`` with its source; MODEL.md
+describes the mechanisms and the measurements they were checked against. The result is an
+*estimate* and is always labelled so.
 """
 
 from __future__ import annotations
@@ -96,8 +103,52 @@ class Estimate:
         }
 
 
-def instr_cost(ins: Instr, p: dict[str, float], last_func: list[str | None]) -> float:
-    """Cycles an instruction occupies its engine (DMA latency is added separately)."""
+# VectorE instructions whose documented cost is a multiple of N, the elements per partition
+# (NKI ISA reference, "Estimated instruction cost" of each API; arch guide, VectorE "Cost Model":
+# one input tile ~N cycles, two input tiles ~2N).
+_VECTOR_PASSES = {"tensor_tensor_scan": 2.0, "scalar_tensor_tensor": 2.0, "reciprocal": 8.0, "bn_aggr": 13.0 / 3.0}
+_BF16_FAST_TT = ("add", "multiply", "subtract")
+_BF16_FAST_REDUCE = ("add", "max", "maximum")
+
+
+def _touches(ins: Instr, allocs: set[int] | frozenset[int]) -> int:
+    """How many of the instruction's read operands live in ``allocs``."""
+    return sum(1 for r in ins.reads if r[0] in allocs)
+
+
+def vector_elements(ins: Instr, psum: set[int] | frozenset[int] = frozenset()) -> float:
+    """VectorE cycles an instruction streams (before the MIN_II floor), per the NKI ISA
+    reference: tensor_tensor reads both inputs through SBUF in 2N cycles, N when one input is in
+    PSUM or when all tiles are bf16 and the operator is add/multiply/subtract; tensor_reduce
+    of bf16 with add/max takes N/2; tensor_tensor_scan and scalar_tensor_tensor 2N;
+    reciprocal 8N; bn_aggr 13N/3; every other VectorE instruction N."""
+    n = float(ins.free)
+    op = ins.info.get("op")
+    if ins.op == "tensor_tensor":
+        if _touches(ins, psum) or (ins.dtype_bytes == 2 and op in _BF16_FAST_TT):
+            return n
+        return 2.0 * n
+    if ins.op == "tensor_reduce" and ins.dtype_bytes == 2 and op in _BF16_FAST_REDUCE:
+        return n / 2.0
+    if ins.op == "scalar_tensor_tensor" and ins.dtype_bytes == 2:
+        return n
+    return _VECTOR_PASSES.get(ins.op, 1.0) * n
+
+
+def is_partition_broadcast(ins: Instr) -> bool:
+    """A copy whose output spans more partitions than its input: a partition broadcast. The
+    arch guide (TensorE, "Alternative Use Case") says NKI lowers ``broadcast_to`` along
+    partitions to a TensorE matmul of a ones vector with the input, written to PSUM."""
+    if ins.op != "tensor_copy" or not ins.reads or not ins.writes:
+        return False
+    src, dst = ins.reads[0], ins.writes[0]
+    return src[0] > 0 and (src[2] - src[1]) < (dst[2] - dst[1]) and (src[2] - src[1]) <= 1
+
+
+def instr_cost(ins: Instr, p: dict[str, float], last_func: list[str | None],
+               psum: set[int] | frozenset[int] = frozenset()) -> float:
+    """Cycles (at ``clock_ghz``) an instruction occupies its engine (DMA latency is added
+    separately)."""
     e = ins.engine
     if e == "tensor":
         stationary = ins.info.get("stationary_free", ins.partitions)
@@ -110,9 +161,15 @@ def instr_cost(ins: Instr, p: dict[str, float], last_func: list[str | None]) -> 
         chunk = max(1.0, float(ins.info.get("chunk_bytes", nbytes)))
         chunks = max(1.0, nbytes / chunk)
         effective = chunks * max(chunk, p["dma_efficient_chunk_bytes"])
-        return p["dma_fixed_cycles"] + effective / p["hbm_bytes_per_cycle"]
+        return p["dma_fixed_cycles"] + effective / max(p["hbm_bytes_per_cycle"], 1e-9)
+    # With the tensor-access model on (access_overhead_cycles > 0) the floor of a small
+    # instruction is the access requests it makes (see estimate), not MIN_II.
+    floor = p.get("access_overhead_cycles", 0.0) <= 0
     if e == "scalar":
-        cycles = max(p["scalar_min_ii"], ins.free * p["scalar_cycles_per_element"]) + p["instr_overhead_cycles"]
+        cycles = max(p["scalar_min_ii"] if floor else 0.0, ins.free * p["scalar_cycles_per_element"]) \
+            + p["instr_overhead_cycles"]
+        if len(ins.writes) > 1:  # activation with reduce_res: an ActReadAccumulator follows
+            cycles += p["scalar_min_ii"]
         func = ins.info.get("func")
         if func is not None:
             if last_func[0] is not None and func != last_func[0] and not _table_free(func, last_func[0]):
@@ -120,11 +177,21 @@ def instr_cost(ins: Instr, p: dict[str, float], last_func: list[str | None]) -> 
             last_func[0] = func
         return cycles
     if e == "gpsimd":
-        return max(p["gpsimd_min_ii"], ins.free * p["gpsimd_cycles_per_element"]) + p["instr_overhead_cycles"]
-    return max(p["vector_min_ii"], ins.free * p["vector_cycles_per_element"]) + p["instr_overhead_cycles"]
+        return (p["gpsimd_start_cycles"] + ins.free * p["gpsimd_cycles_per_element"]) * _clock_ratio(p, "gpsimd_clock_ghz") \
+            + p["instr_overhead_cycles"]
+    cycles = max(p["vector_min_ii"] if floor else 0.0, vector_elements(ins, psum) * p["vector_cycles_per_element"])
+    return cycles * _clock_ratio(p, "vector_clock_ghz") + p["instr_overhead_cycles"]
+
+
+def _clock_ratio(p: dict[str, float], key: str) -> float:
+    """Model cycles (at clock_ghz) per cycle of an engine clocked at ``p[key]``."""
+    own = p.get(key, 0.0)
+    return p["clock_ghz"] / own if own > 0 and p["clock_ghz"] > 0 else 1.0
 
 
 _FUSIBLE = ("vector", "scalar", "gpsimd")
+_COMPUTE = _FUSIBLE
+_NO_REQUESTS: dict[tuple[str, str, bool], int] = {}
 
 
 def vectorized_groups(trace: list[Instr], max_trip: int, short: float = 64) -> dict[int, int]:
@@ -223,6 +290,94 @@ def psum_spills(trace: list[Instr], banks: int, bank_bytes: int = 2048) -> dict[
     return dict(out)
 
 
+_SBUF_VG = ("sbuf_vector_gpsimd",)
+_PSUM_VS = ("psum_vector_scalar",)
+_BOTH = _SBUF_VG + _PSUM_VS
+
+
+def _interfaces(ins: Instr, psum: set[int]) -> tuple[dict[tuple[str, str, bool], int], tuple[str, ...]]:
+    """The tensor access requests a compute instruction makes, per interface of its engine,
+    and the on-chip RAM ports it holds that another engine shares.
+
+    Requests (arch guide, Data Movement, 'Tensor access overhead'): initiating a tensor access
+    request on an engine's SBUF/PSUM read or write interface costs a static ~60 cycles, which
+    instruction-level parallelism hides only across different interfaces. Each input tile is
+    one request on the read interface of its memory and the output tile one on the write
+    interface, so an instruction with two SBUF inputs holds the SBUF read interface twice as
+    long (as the ISA reference's 2N for tensor_tensor with both inputs in SBUF, against N with
+    one in PSUM). A result also assigned into a view is one write.
+
+    Shared ports (arch guide, Data Movement): on NeuronCore-v2 'VectorE and GpSimdE cannot
+    access SBUF in parallel' and 'VectorE and ScalarE cannot access PSUM in parallel'; the
+    compiler serialises them."""
+    e = ins.engine
+    requests: dict[tuple[str, str, bool], int] = {}
+    sbuf = in_psum = False
+    for r in ins.reads:
+        a = r[0]
+        if a > 0:
+            k = (e, "r", a in psum)
+            if k[2]:
+                in_psum = True
+            else:
+                sbuf = True
+            requests[k] = requests.get(k, 0) + 1
+    out_sbuf = out_psum = False
+    for w in ins.writes:
+        a = w[0]
+        if a > 0:
+            if a in psum:
+                out_psum = True
+            else:
+                out_sbuf = True
+    if out_sbuf or out_psum:
+        k = (e, "w", out_psum)
+        requests[k] = requests.get(k, 0) + 1
+    sbuf = sbuf or out_sbuf
+    in_psum = in_psum or out_psum
+    if e == "vector":
+        ports = _BOTH if sbuf and in_psum else _SBUF_VG if sbuf else _PSUM_VS if in_psum else ()
+    elif e == "gpsimd":
+        ports = _SBUF_VG if sbuf else ()
+    else:
+        ports = _PSUM_VS if in_psum else ()
+    return requests, ports
+
+
+def _as_tensor_broadcast(ins: Instr) -> Instr:
+    """A partition broadcast as the TensorE matmul NKI lowers it to (arch guide): the source
+    row is the moving tile (free size N), a ones vector the stationary one."""
+    info = dict(ins.info)
+    info["stationary_free"] = ins.partitions
+    info["broadcast"] = True
+    return Instr("broadcast_to", "tensor", ins.line, ins.partitions, ins.free, ins.dtype_bytes, ins.reads, ins.writes,
+                 info)
+
+
+def psum_allocations(trace: list[Instr]) -> set[int]:
+    """Allocations that live in PSUM: those the trace marks (``info["psum"]``: the ids of an
+    instruction's PSUM operands, where the tracer records them), every allocation TensorE
+    writes (TensorE writes only to PSUM: arch guide), and every on-chip allocation read before
+    any instruction wrote it (a zeroed PSUM tile costs no instruction: its zeroing is folded
+    into the first accumulation; an SBUF tile read unwritten is an error, and ``nl.zeros`` in
+    SBUF records a memset). One pass."""
+    out: set[int] = set()
+    written: set[int] = set()
+    for ins in trace:
+        marked = ins.info.get("psum")
+        if marked:
+            out.update(int(a) for a in marked)
+        if ins.engine != "tensor":  # TensorE reads only SBUF
+            for r in ins.reads:
+                if r[0] > 0 and r[0] not in written:
+                    out.add(r[0])
+        for w in ins.writes:
+            written.add(w[0])
+            if ins.engine == "tensor":
+                out.add(w[0])
+    return out
+
+
 def _table_free(a: str, b: str) -> bool:
     """Functions that need no table (copy/identity) never force a reload."""
     return a in ("copy", "identity") or b in ("copy", "identity")
@@ -263,11 +418,17 @@ def estimate(trace: list[Instr], params: dict[str, float] | None = None,
     reads: dict[int, list[tuple[int, int, int, int, float]]] = defaultdict(list)
     dma_done: list[float] = []  # heap of completion times of transfers in flight
     dma_bw_free = 0.0  # when the shared HBM bandwidth is next free
+    port_free: dict[str, float] = defaultdict(float)  # on-chip RAM interfaces two engines share
+    iface_free: dict[tuple[str, str, bool], float] = defaultdict(float)  # an engine's own read/write interfaces
+    access = p.get("access_overhead_cycles", 0.0)
     queues = int(p["dma_queues"])
     stats = {e: EngineStats() for e in ENGINES}
     per_line: dict[tuple[int, str, str], list[float]] = {}
     last_func: list[str | None] = [None]
     finish = 0.0
+    trace = [_as_tensor_broadcast(ins) if ins.engine == "gpsimd" and is_partition_broadcast(ins) else ins
+             for ins in trace]
+    psum = psum_allocations(trace)
     fused = vectorized_groups(trace, int(p.get("vectorize_max_trip", 0)), p["vector_min_ii"])
     spills = psum_spills(trace, int(p.get("psum_banks", 0)))
     for idx, ins in enumerate(trace):
@@ -276,17 +437,18 @@ def estimate(trace: list[Instr], params: dict[str, float] | None = None,
             # reader waits for the copy.
             box = [0, 1 << 30, slot * 2048, (slot + 1) * 2048]
             start = max(engine_free["vector"], _latest(writes.get(a), box))
-            copy = max(p["vector_min_ii"], 512 * p["vector_cycles_per_element"]) + p["instr_overhead_cycles"]
+            copy = max(p["vector_min_ii"], 512 * p["vector_cycles_per_element"]) * _clock_ratio(p, "vector_clock_ghz") \
+                + p["instr_overhead_cycles"]
             engine_free["vector"] = start + copy
             writes[a].append((0, 1 << 30, slot * 2048, (slot + 1) * 2048, start + copy))
             stats["vector"].busy += copy
             finish = max(finish, start + copy)
         width = fused.get(idx)
         if width is None:
-            occ = instr_cost(ins, p, last_func)
+            occ = instr_cost(ins, p, last_func, psum)
         elif width:  # one instruction for the whole vectorized loop
             occ = instr_cost(Instr(ins.op, ins.engine, ins.line, ins.partitions, ins.free * width, ins.dtype_bytes,
-                                   info=ins.info), p, last_func)
+                                   ins.reads, ins.writes, info=ins.info), p, last_func, psum)
         else:  # folded into the first instance
             occ = 0.0
         # Compute engines run their streams in order; DMAs are gated only by data and bandwidth.
@@ -296,6 +458,19 @@ def estimate(trace: list[Instr], params: dict[str, float] | None = None,
         for a, *box in ins.writes:
             if a > 0:  # on-chip: wait until earlier readers and writers of the bytes are done
                 ready = max(ready, _latest(reads.get(a), box), _latest(writes.get(a), box))
+        if ins.engine in _COMPUTE:
+            requests, ports = _interfaces(ins, psum)
+            for port in ports:
+                if port_free[port] > ready:
+                    ready = port_free[port]
+            if access and occ and ins.engine != "gpsimd":
+                for k in requests:
+                    if iface_free[k] > ready:
+                        ready = iface_free[k]
+            else:
+                requests = _NO_REQUESTS
+        else:
+            requests, ports = _NO_REQUESTS, ()
         if ins.engine == "dma":
             # A bounded number of transfers in flight (a min-heap of their completions), and
             # the shared HBM bandwidth served in issue order: O(log queues) per DMA, so the
@@ -307,8 +482,15 @@ def estimate(trace: list[Instr], params: dict[str, float] | None = None,
             done = ready + occ + p["dma_latency_cycles"]
             heapq.heappush(dma_done, done)
         else:
+            engine_free[ins.engine] = ready + occ
+            hold = 0.0
+            for k, count in requests.items():
+                iface_free[k] = ready + count * access
+                hold = max(hold, count * access)
+            occ = max(occ, hold)  # busy while its access requests hold the interfaces
             done = ready + occ
-            engine_free[ins.engine] = done
+        for port in ports:
+            port_free[port] = done
         for a, *box in ins.reads:
             reads[a].append((*box, done))
             if len(reads[a]) > _MAX_ENTRIES:

@@ -50,8 +50,11 @@ def test_strictly_more_work_on_the_same_engine_never_estimates_faster(width):
 
 
 def test_wider_free_dimension_tiles_estimate_faster():
+    # Tiles too narrow to hide the tensor access requests (arch guide: ~60 cycles each) cost
+    # more per element; once an instruction streams longer than that, the requests hide
+    # behind the previous instruction's streaming and only the elements count.
     narrow, medium, wide = (_cycles(make_vector_kernel(2, w), A) for w in (32, 256, 2048))
-    assert wide < medium < narrow
+    assert wide <= medium < narrow
 
 
 def test_the_compiler_vectorizes_short_affine_loops_of_identical_bodies():
@@ -91,7 +94,9 @@ def test_wider_matmul_moving_tiles_estimate_faster():
 
         return _cycles(k, A)
 
-    assert mm(512) < mm(128) < mm(32)
+    # NKI ISA reference, nc_matmul: max(min(64, N_stationary), N_moving) TensorE cycles, so a
+    # moving tile under 64 columns pays for 64; at and above it only the columns count.
+    assert mm(512) <= mm(128) < mm(32)
 
 
 def test_small_contiguous_dma_runs_cost_more():

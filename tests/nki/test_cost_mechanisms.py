@@ -1,0 +1,150 @@
+"""The cost model's documented mechanisms, each on a hand-made trace: engine clocks, the
+per-instruction cost rules of the NKI ISA reference, partition broadcasts on TensorE, which
+tiles live in PSUM, and the on-chip RAM interfaces two engines share."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from autocomp.backends.nki.cost import (
+    estimate,
+    instr_cost,
+    is_partition_broadcast,
+    load_params,
+    psum_allocations,
+    vector_elements,
+)
+from autocomp.backends.nki.trace import Instr
+
+P = load_params()
+OVH = P["instr_overhead_cycles"]
+
+
+def vec(name, n, reads, writes, dtype=4, **info):
+    return Instr(name, "vector", 1, 128, n, dtype, tuple(reads), tuple(writes), info)
+
+
+def whole(a, nbytes=8192):
+    return (a, 0, 128, 0, nbytes)
+
+
+def _loaded(*allocs):
+    """DMAs that write ``allocs`` (so the model sees them as written SBUF tiles)."""
+    return [Instr("dma_copy", "dma", 1, 128, 2048, 4, ((-1, 0, 1, 0, 8192),), (whole(a),), {"bytes": 8192})
+            for a in allocs]
+
+
+def test_vector_cycles_are_converted_from_the_vector_engine_clock():
+    # Arch guide: VectorE runs at 1.12 GHz, the model counts 1.4 GHz cycles.
+    ins = vec("tensor_scalar", 2048, [whole(1)], [whole(2)])
+    assert instr_cost(ins, P, [None]) == pytest.approx(2048 * P["clock_ghz"] / P["vector_clock_ghz"] + OVH)
+
+
+def test_tiny_instructions_cost_their_tensor_access_requests():
+    # Arch guide: each tensor access request costs a static ~60 cycles on the engine's
+    # SBUF/PSUM read or write interface; different interfaces overlap, the same one does not.
+    acc = P["access_overhead_cycles"]
+    pre = _loaded(1, 3)
+    one_input = vec("tensor_scalar", 3, [whole(1)], [whole(2)])
+    two_inputs = vec("tensor_tensor", 3, [whole(1), whole(3)], [whole(4)], op="multiply")
+    def extra(ins, n):  # cycles n more copies of ins add (past the loads)
+        return estimate(pre + [ins] * (n + 20)).cycles - estimate(pre + [ins] * 20).cycles
+    assert extra(one_input, 10) == pytest.approx(10 * acc, abs=2)
+    assert extra(two_inputs, 10) == pytest.approx(20 * acc, abs=2)
+    # The conv1d pattern (ucb-bar/autocomp examples/trn-advanced/4_conv1d_trace.py): a
+    # tensor_tensor with both inputs in SBUF then a reduce of its result, 3 requests on the
+    # SBUF read interface per iteration; with one input in PSUM (step 5), 2.
+    mm = Instr("nc_matmul", "tensor", 1, 128, 3, 2, (whole(1), whole(1)), (whole(9, 12),), {})
+    def body(second, k):
+        tt = vec("tensor_tensor", 3, [whole(1), whole(second)], [whole(100 + k, 12)], op="multiply")
+        return [tt, vec("tensor_reduce", 3, [whole(100 + k, 12)], [whole(5, 4)], op="add")]
+    def loop(second, n):
+        return estimate(pre + [mm] + [i for k in range(n) for i in body(second, k)]).cycles
+    assert loop(3, 120) - loop(3, 20) == pytest.approx(300 * acc, rel=0.01)
+    assert loop(9, 120) - loop(9, 20) == pytest.approx(200 * acc, rel=0.01)
+
+
+def test_tensor_tensor_costs_follow_the_isa_reference():
+    two_sbuf = vec("tensor_tensor", 1024, [whole(1), whole(2)], [whole(3)], op="multiply")
+    assert vector_elements(two_sbuf) == 2048  # both inputs in SBUF: 2N
+    assert vector_elements(two_sbuf, {2}) == 1024  # one input in PSUM: N
+    bf16_add = vec("tensor_tensor", 1024, [whole(1), whole(2)], [whole(3)], dtype=2, op="add")
+    assert vector_elements(bf16_add) == 1024  # all bf16, add/multiply/subtract: N
+    bf16_div = vec("tensor_tensor", 1024, [whole(1), whole(2)], [whole(3)], dtype=2, op="divide")
+    assert vector_elements(bf16_div) == 2048
+    assert vector_elements(vec("tensor_tensor_scan", 512, [whole(1), whole(2)], [whole(3)])) == 1024
+    assert vector_elements(vec("tensor_reduce", 512, [whole(1)], [whole(3)], dtype=2, op="add")) == 256
+    assert vector_elements(vec("tensor_reduce", 512, [whole(1)], [whole(3)], op="add")) == 512
+    assert vector_elements(vec("reciprocal", 100, [whole(1)], [whole(3)])) == 800
+
+
+def test_gpsimd_instructions_pay_their_startup():
+    ins = Instr("iota", "gpsimd", 1, 128, 512, 4, (), (whole(1),), {})
+    assert instr_cost(ins, P, [None]) == pytest.approx(P["gpsimd_start_cycles"] + 512 * P["gpsimd_cycles_per_element"] + OVH)
+
+
+def test_a_partition_broadcast_runs_on_tensor_engine_and_lands_in_psum():
+    # Arch guide: broadcast_to along partitions is a TensorE matmul with a ones vector.
+    bcast = Instr("tensor_copy", "gpsimd", 1, 128, 2048, 4, ((5, 0, 1, 0, 8192),), (whole(6),), {})
+    assert is_partition_broadcast(bcast)
+    use = vec("tensor_tensor", 2048, [whole(7), whole(6)], [whole(8)], op="multiply")
+    est = estimate([bcast, use])
+    assert est.engines["tensor"].instructions == 1 and est.engines["gpsimd"].instructions == 0
+    # Its consumer reads a PSUM operand: N, not 2N.
+    assert est.engines["vector"].busy == pytest.approx(2048 * P["clock_ghz"] / P["vector_clock_ghz"] + OVH)
+    same = Instr("tensor_copy", "gpsimd", 1, 128, 2048, 4, (whole(5),), (whole(6),), {})
+    assert not is_partition_broadcast(same)
+
+
+def test_psum_tiles_are_those_tensor_engine_writes_the_trace_marks_or_read_before_written():
+    mm = Instr("nc_matmul", "tensor", 1, 128, 512, 2, (whole(1), whole(2)), (whole(3),), {})
+    load = Instr("dma_copy", "dma", 1, 128, 512, 4, ((-1, 0, 1, 0, 8192),), (whole(1),), {"bytes": 8192})
+    acc = vec("tensor_tensor", 512, [whole(4), whole(5)], [whole(4)], op="add")  # psum_tile += x, zeroed without an instruction
+    marked = vec("tensor_copy", 512, [whole(1)], [whole(9)], psum=[9])
+    plain = vec("tensor_copy", 512, [whole(3)], [whole(6)])
+    fill = vec("memset", 512, [], [whole(5)])
+    assert psum_allocations([load, fill, mm, acc, marked, plain]) == {3, 4, 9}
+
+
+def test_vector_and_gpsimd_take_turns_on_sbuf():
+    # Arch guide: VectorE and GpSimdE cannot access SBUF in parallel.
+    pre = _loaded(1, 4, 6)
+    v = vec("tensor_scalar", 4096, [whole(1)], [whole(2)])
+    g = Instr("iota", "gpsimd", 1, 128, 4096, 4, (), (whole(3),), {})
+    tg = instr_cost(g, P, [None])
+    assert estimate(pre + [v, g]).cycles == pytest.approx(estimate(pre + [v]).cycles + tg, abs=1)
+    assert estimate(pre + [g]).cycles < estimate(pre + [v]).cycles
+    # ScalarE has its own SBUF interface: it overlaps VectorE.
+    s = Instr("activation", "scalar", 1, 128, 4096, 4, (whole(4),), (whole(5),), {"func": "exp"})
+    assert estimate(pre + [v, s]).cycles == pytest.approx(max(estimate(pre + [v]).cycles, estimate(pre + [s]).cycles), abs=1)
+    # ... but not on PSUM: VectorE and ScalarE cannot access PSUM in parallel.
+    mm = Instr("nc_matmul", "tensor", 1, 128, 512, 2, (whole(6), whole(6)), (whole(7, 2048), whole(8, 2048)), {})
+    vp = vec("tensor_copy", 512, [whole(7, 2048)], [whole(9)])
+    sp = Instr("activation", "scalar", 1, 128, 512, 4, (whole(8, 2048),), (whole(10),), {"func": "exp"})
+    assert estimate(pre + [mm, vp, sp]).cycles == pytest.approx(
+        estimate(pre + [mm, vp]).cycles + instr_cost(sp, P, [None]), abs=1)
+
+
+def test_a_psum_operand_costs_less_than_an_sbuf_one():
+    mm = Instr("nc_matmul", "tensor", 1, 128, 512, 2, (whole(1), whole(2)), (whole(3, 2048),), {})
+    from_psum = vec("tensor_tensor", 512, [whole(4), whole(3, 2048)], [whole(5)], op="multiply")
+    copy = vec("tensor_copy", 512, [whole(3, 2048)], [whole(6)])
+    from_sbuf = vec("tensor_tensor", 512, [whole(4), whole(6)], [whole(5)], op="multiply")
+    pre = _loaded(1, 2, 4)
+    a = estimate(pre + [mm, from_psum]).engines["vector"].busy
+    b = estimate(pre + [mm, copy, from_sbuf]).engines["vector"].busy - estimate(pre + [mm, copy]).engines["vector"].busy
+    assert b - OVH == pytest.approx(2 * (a - OVH))
+
+
+def test_the_fidelity_bench_reports_a_statement_lost_into_a_comment():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+    try:
+        from nki_fidelity import published_defect
+    finally:
+        sys.path.pop(0)
+    code = "def test(a):\n    x = 1\n    # tail chunk (size <= psum   if x > 0:\n    y = a[2048:2048]\n    return a\n"
+    assert "merged into a comment" in published_defect(code, "slice 2048:2048 on axis 2")
+    assert published_defect("def test(a):\n    # just   a comment\n    return a\n", "boom") == ""
