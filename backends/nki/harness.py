@@ -15,8 +15,9 @@ through :func:`autocomp.sandbox.run_limited`: no network, an empty environment, 
 ``/proc``, a read-only view of Python (plus, only when the file imports a sibling module,
 its folder) and its own work directory.
 
-The interpreter streams each instruction to the parent on the child's channel (descriptor 3)
-the moment it is recorded; here, in the parent, the cost model turns that stream into the
+The interpreter streams the instructions to the parent on the child's channel (descriptor 3)
+as they are recorded, in batches (:class:`autocomp.backends.nki.runner.TraceBatch`); here, in
+the parent, the cost model turns that stream into the
 estimate, outputs are compared in float64 with a per-dtype tolerance, and inputs are checked
 unchanged. Nothing the child prints matters.
 """
@@ -126,17 +127,24 @@ def parse_channel(raw: bytes) -> tuple[dict[str, Any] | None, list[Instr], dict[
         try:
             msg = json.loads(line)
             tag = msg[0]
-            if tag == "i":
-                if len(trace) >= MAX_TRACE:
+            if tag == "t":  # a batch of trace messages, applied in order as if sent one by one
+                if not isinstance(msg[1], list):
+                    raise ValueError("bad trace batch")
+                from_list = Instr.from_list
+                for sub in msg[1]:
+                    if type(sub) is list and len(sub) == 2 and sub[0] == "i" and len(trace) < MAX_TRACE:
+                        trace.append(from_list(sub[1]))  # the common case of _trace_message, inline
+                        continue
+                    if not isinstance(sub, list) or not sub or sub[0] not in ("i", "a"):
+                        raise ValueError("bad message in a trace batch")
+                    if not _trace_message(sub, trace):
+                        return None, [], {}, f"more than {MAX_TRACE} instructions"
+            elif tag in ("i", "a"):
+                if not _trace_message(msg, trace):
                     return None, [], {}, f"more than {MAX_TRACE} instructions"
-                trace.append(Instr.from_list(msg[1]))
-            elif tag == "a":
-                ins = trace[int(msg[1])]
-                ins.reads += tuple(region_from_json(r) for r in msg[2])
-                ins.writes += tuple(region_from_json(w) for w in msg[3])
             elif tag == "array":
                 key, dtype, shape, nbytes = str(msg[1]), str(msg[2]), [int(x) for x in msg[3]], int(msg[4])
-                data = raw[pos:pos + nbytes]
+                data = memoryview(raw)[pos:pos + nbytes]  # no copy here: _array makes the one copy kept
                 if len(data) != nbytes or key in arrays:
                     return None, [], {}, f"bad array {key!r} on the channel"
                 pos += nbytes
@@ -150,6 +158,23 @@ def parse_channel(raw: bytes) -> tuple[dict[str, Any] | None, list[Instr], dict[
     if result is None:
         return None, trace, arrays, "no result"
     return result, trace, arrays, ""
+
+
+def _trace_message(msg: list[Any], trace: list[Instr]) -> bool:
+    """Apply one ``["i", instr]`` or ``["a", index, reads, writes]`` to ``trace``; False when
+    the trace would exceed MAX_TRACE (malformed messages raise ValueError and friends)."""
+    if msg[0] == "i":
+        if len(trace) >= MAX_TRACE:
+            return False
+        trace.append(Instr.from_list(msg[1]))
+        return True
+    index = msg[1]
+    if not isinstance(index, int) or isinstance(index, bool) or not 0 <= index < len(trace):
+        raise ValueError(f"amendment of instruction {index!r}, which was not sent")
+    ins = trace[index]
+    ins.reads += tuple(region_from_json(r) for r in msg[2])
+    ins.writes += tuple(region_from_json(w) for w in msg[3])
+    return True
 
 
 def _array(data: bytes, dtype: str, shape: list[int]) -> np.ndarray:
@@ -180,6 +205,11 @@ def compare(expected: np.ndarray, got: np.ndarray, what: str) -> str | None:
     if expected.dtype.kind in "iub":
         bad = np.count_nonzero(expected != got)
         return None if bad == 0 else f"{what}: {bad} of {expected.size} integer elements differ"
+    if _same_bytes(expected, got) and not np.isinf(expected).any():
+        # Bit for bit the expected values (a candidate computing as the original does): every
+        # element passes the test below (no infinity there, which that test never accepts), so
+        # its float64 passes over hundreds of MB at published shapes are skipped.
+        return None
     e = expected.astype(np.float64)
     g = got.astype(np.float64)
     rtol, atol = TOLERANCES.get(edt, (1e-4, 1e-5))
@@ -463,6 +493,20 @@ def _afters(run: ChildRun, seed: int, given: list[np.ndarray]) -> list[np.ndarra
         else:
             break
     return out
+
+
+def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays of one shape and dtype hold the same bytes (compared as the widest
+    unsigned words the size allows)."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    x = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+    y = np.ascontiguousarray(b).reshape(-1).view(np.uint8)
+    for word in (np.uint64, np.uint32, np.uint16):
+        if x.size % np.dtype(word).itemsize == 0:
+            x, y = x.view(word), y.view(word)
+            break
+    return bool(np.array_equal(x, y))
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:

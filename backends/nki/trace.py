@@ -52,12 +52,17 @@ class Instr:
         if engine not in ENGINES:
             raise ValueError(f"unknown engine {engine!r} in trace")
         return cls(str(op), str(engine), int(line), int(partitions), int(free), int(dtype_bytes),
-                   tuple(_region(r) for r in reads), tuple(_region(w) for w in writes), dict(info))
+                   tuple([_region(r) for r in reads]), tuple([_region(w) for w in writes]), dict(info))
 
 
 def _region(r: Any) -> tuple[int, int, int, int, int]:
     if not isinstance(r, (list, tuple)) or len(r) != 5:
         raise ValueError(f"bad region {r!r} in trace")
+    t = tuple(r)
+    # Five exact ints (what the interpreter sends): taken as they are, the same values the
+    # conversion below gives; anything else is converted (or refused) one by one.
+    if type(t[0]) is int and type(t[1]) is int and type(t[2]) is int and type(t[3]) is int and type(t[4]) is int:
+        return t
     return (int(r[0]), int(r[1]), int(r[2]), int(r[3]), int(r[4]))
 
 

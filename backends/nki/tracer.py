@@ -42,6 +42,11 @@ VALUE_CALLS = {"affine_range", "sequential_range", "static_range", "program_id",
                "device_print"}
 
 
+# json.dumps(msg, separators=...) builds an encoder per call; one, made once, writes the same
+# text (a request per NKI call: hundreds of thousands at published shapes).
+_ENCODE = json.JSONEncoder(separators=(",", ":")).encode
+
+
 class Conn:
     """The pipes to the interpreter. Requests that produce a tensor are posted without
     waiting: this side names the result with a fresh handle, and only a request that needs
@@ -60,7 +65,7 @@ class Conn:
     def send(self, msg: dict[str, Any], flush: bool = False) -> None:
         if self.free:
             msg["free"], self.free = self.free, []
-        self.out.write(json.dumps(msg, separators=(",", ":")).encode() + b"\n")
+        self.out.write(_ENCODE(msg).encode() + b"\n")
         if flush:
             self.out.flush()
 
@@ -321,8 +326,21 @@ _UFUNC_NAMES = frozenset(set(isa.BINARY) | set(isa.UNARY) | {"sum", "max", "min"
                                                             "true_divide", "power", "exp", "tanh", "sqrt", "log"})
 
 
+_DTYPE_NAMES: dict[np.dtype, str] = {}  # str(dtype) is slow (an index array per request in some kernels)
+
+
 def encode(x: Any) -> Any:
     """A value of kernel code as JSON (tensors as handles)."""
+    tx = type(x)
+    if tx is int or tx is float or tx is bool or x is None:  # exact types first: the common case
+        return x
+    if tx is TensorRef:
+        return {"t": x._h}
+    if tx is np.ndarray and x.dtype.metadata is None:  # (dtypes with metadata compare equal to plain ones)
+        name = _DTYPE_NAMES.get(x.dtype)
+        if name is None:
+            name = _DTYPE_NAMES[x.dtype] = str(x.dtype)
+        return {"nd": x.ravel().tolist(), "shape": list(x.shape), "dtype": name}
     if isinstance(x, core.ParDim):
         return {"pd": int(x)}
     if x is None or isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):

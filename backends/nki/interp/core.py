@@ -101,7 +101,8 @@ class State:
         self.kernel_file: str = ""
         self.trace: list[Instr] = []
         self.used: dict[str, int] = {"sbuf": 0, "psum": 0}
-        self.live: "weakref.WeakValueDictionary[int, Allocation]" = weakref.WeakValueDictionary()
+        # Counted on-chip allocations still referenced (each removes itself when it dies).
+        self.live: "dict[int, weakref.ref[Allocation]]" = {}
         self.gen = next(_GENERATIONS)
         self.reverse_affine: bool = False
         self.active: bool = False
@@ -158,6 +159,11 @@ def _abs(fname: str) -> str:
     return path
 
 
+# code object -> (absolute path of its file, whether it is the interpreter's own code): the
+# frame walk of call_site runs for every instruction and allocation.
+_CODE_INFO: dict[Any, tuple[str, bool]] = {}
+
+
 def call_site() -> tuple[str, int]:
     """File and line of the kernel source that made the current NKI call."""
     if STATE.remote_line is not None and STATE.kernel_file:
@@ -166,12 +172,15 @@ def call_site() -> tuple[str, int]:
     fallback: tuple[str, int] | None = None
     kernel_file = STATE.kernel_file
     while frame is not None:
-        fname = frame.f_code.co_filename
-        path = _abs(fname)
-        if kernel_file and path == kernel_file:
-            return fname, frame.f_lineno
-        if fallback is None and not path.startswith(_INTERP_DIR):
-            fallback = (fname, frame.f_lineno)
+        code = frame.f_code
+        info = _CODE_INFO.get(code)
+        if info is None:
+            path = _abs(code.co_filename)
+            info = _CODE_INFO[code] = (path, path.startswith(_INTERP_DIR))
+        if kernel_file and info[0] == kernel_file:
+            return code.co_filename, frame.f_lineno
+        if fallback is None and not info[1]:
+            fallback = (code.co_filename, frame.f_lineno)
             if not kernel_file:
                 return fallback
         frame = frame.f_back
@@ -254,7 +263,7 @@ class Allocation:
     """One tensor's storage: data plus written-mask, in a named buffer."""
 
     __slots__ = ("id", "buffer", "_data", "_written", "_phys", "pdim", "name", "line", "bytes_pp", "is_input", "counted",
-                 "full", "dirty", "whole",
+                 "full", "dirty", "whole", "_gen",
                  "__weakref__")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, buffer: str, name: str = "", *,
@@ -333,8 +342,10 @@ class Allocation:
                 STATE.alloc_info[self.id] = (self.buffer, self.bytes_pp, self.line, name, shape, np.dtype(dtype))
                 STATE.used[self.buffer] += self.bytes_pp
                 self.counted = True
-                weakref.finalize(self, _release, STATE.gen, self.buffer, self.bytes_pp)
-                STATE.live[self.id] = self
+                # Released by __del__ (when Python drops the last reference), not by a
+                # weakref.finalize: the same moment, at a fraction of the cost per tile.
+                self._gen = STATE.gen
+                STATE.live[self.id] = weakref.ref(self)
         # full: every element has been written (reads skip the written-mask checks);
         # dirty: unwritten elements hold garbage (memory is not cleared up front; a read of a
         # partly written view shows them as NaN, integers 0, as if it had been).
@@ -355,9 +366,18 @@ class Allocation:
             written = np.zeros(pshape, dtype=bool)
             self._written = np.moveaxis(written, 0, pdim) if pdim else written
 
+    def __del__(self) -> None:
+        try:
+            if self.counted:
+                _release(self._gen, self.buffer, self.bytes_pp)
+                if self._gen == STATE.gen:
+                    STATE.live.pop(self.id, None)
+        except Exception:  # __init__ failed before counting it, or the interpreter is shutting down
+            pass
+
 
 def _largest_live(buffer: str) -> str:
-    items = [a for a in list(STATE.live.values()) if a.buffer == buffer]
+    items = [a for a in (r() for r in list(STATE.live.values())) if a is not None and a.buffer == buffer]
     items.sort(key=lambda a: -a.bytes_pp)
     return ", ".join(f"{a.name or 'tensor'}{tuple(a._data.shape)} from line {a.line} ({a.bytes_pp} B)" for a in items[:3]) or "none"
 
@@ -403,7 +423,7 @@ class Tensor:
     @property
     def shape(self) -> tuple[int, ...]:
         if self._key is None:
-            return tuple(self._data.shape)
+            return self._data.shape  # already a tuple (a hot path: every instruction asks)
         if self._kshape is None:
             self._kshape = tuple(self._data[self._key].shape) if self._data.size else ()
         return self._kshape
@@ -450,11 +470,15 @@ class Tensor:
             return Tensor(self._alloc, self._data, self._written, self._key, valid)
         if self._key is not None:
             raise fail("nested-index", "this view was made with index arrays (nl.arange/nl.mgrid); index the original tensor once with the combined indices", "tensor[...]")
-        if any(isinstance(k, Tensor) for k in (key if isinstance(key, tuple) else (key,))):
-            key = self._indirect_key(key)
-        oob: list[str] = []
-        key = normalize_key(key, self.shape, "tensor[...]", deferred=oob)
-        if any(isinstance(k, np.ndarray) for k in key):
+        fast = _plain_key(key, self._data.shape)
+        if fast is not None:  # integers and in-bounds slices only: what normalize_key would return
+            key = fast
+        else:
+            if any(isinstance(k, Tensor) for k in (key if isinstance(key, tuple) else (key,))):
+                key = self._indirect_key(key)
+            oob: list[str] = []
+            key = normalize_key(key, self.shape, "tensor[...]", deferred=oob)
+        if fast is None and any(isinstance(k, np.ndarray) for k in key):
             valid = None
             if oob:
                 valid, key = _clip_key(key, self.shape)
@@ -690,6 +714,35 @@ def _clip_key(key: tuple, shape: tuple[int, ...]) -> tuple[np.ndarray, tuple]:
     return valid, tuple(new)
 
 
+def _plain_key(key: Any, shape: tuple[int, ...]) -> tuple | None:
+    """The normalized key when ``key`` is ``...`` or a tuple of exactly one in-bounds Python
+    integer or step-less slice per axis (the common case, checked here without the general
+    path's cost), else None (then :func:`normalize_key` decides, errors included)."""
+    if key is Ellipsis:
+        return tuple(slice(None) for _ in shape)
+    if type(key) is not tuple or len(key) != len(shape):
+        return None
+    out = []
+    for k, size in zip(key, shape):
+        tk = type(k)
+        if tk is slice:
+            lo, hi = k.start, k.stop
+            if k.step is not None or (lo is not None and type(lo) is not int) or (hi is not None and type(hi) is not int):
+                return None
+            lo = 0 if lo is None else lo
+            hi = size if hi is None else hi
+            if not 0 <= lo < hi <= size:
+                return None
+            out.append(slice(lo, hi, None))
+        elif tk is int:
+            if not 0 <= k < size:
+                return None
+            out.append(k)
+        else:
+            return None
+    return tuple(out)
+
+
 def normalize_key(key: Any, shape: tuple[int, ...], call: str, deferred: list[str] | None = None) -> tuple:
     """Check bounds of an index (ints, slices, index arrays) and return a tuple key.
 
@@ -915,7 +968,7 @@ def record(opname: str, engine: str, partitions: int, free: int, dtype_bytes: in
     if loop is not None:
         info["loop"] = loop
     ins = Instr(opname, engine, line, int(partitions), int(free), int(dtype_bytes),
-                tuple(region(t) for t in reads), tuple(region(t) for t in writes), info)
+                tuple([region(t) for t in reads]), tuple([region(t) for t in writes]), info)
     _note_use(len(STATE.trace), ins.reads + ins.writes)
     STATE.trace.append(ins)
     if _SINK:

@@ -106,7 +106,9 @@ def execute(fn: Callable[..., Any], arrays: Sequence[np.ndarray], *, kernel_file
         else:
             outputs = _collect(fn(*args, **(kwargs or {})))
         core.check_live_capacity()
-        after = [np.array(a._data, copy=True) if isinstance(a, Tensor) else
+        # The arguments' own arrays (input_tensor's copies, which nothing touches once the run
+        # is over): no second copy of inputs that may be hundreds of MB.
+        after = [a._data if isinstance(a, Tensor) else
                  (arrays[i] if isinstance(arrays[i], tuple) else np.asarray(arrays[i]).copy())
                  for i, a in enumerate(args)]
         return RunResult(outputs, after, list(STATE.trace))

@@ -320,19 +320,20 @@ def dma_copy(dst: Any = None, src: Any = None, *, mask: Any = None, dge_mode: An
                        "first (nisa.tensor_copy / nl.copy)", call, "DMA endpoints: HBM and SBUF")
     values = read(src, "src", call, mask=mask)
     whole = src._valid is None and src._all_written()
-    defined = src._written_mask()
-    if src._valid is not None:
+    # Which source elements hold data: needed only when some do not (a hot path otherwise).
+    defined = None if whole else src._written_mask()
+    if defined is not None and src._valid is not None:
         defined = defined & np.broadcast_to(src._valid, defined.shape)
     if transpose:
         if values.ndim != 2:
             raise fail("shape-mismatch", f"a 2-D transposing load needs a 2-D source, got {values.shape}", call)
         values = values.T
-        defined = defined.T
+        defined = None if defined is None else defined.T
     if tuple(values.shape) != tuple(dst.shape):
-        if values.size == int(np.prod(dst.shape)) and (values.ndim == 0 or dst.ndim == 0):
+        if values.size == math.prod(dst.shape) and (values.ndim == 0 or dst.ndim == 0):
             values = values.reshape(dst.shape)
-            defined = defined.reshape(dst.shape)
-        elif values.size == int(np.prod(dst.shape)) and values.shape and dst.shape and values.shape[0] == dst.shape[0]:
+            defined = None if defined is None else defined.reshape(dst.shape)
+        elif values.size == math.prod(dst.shape) and values.shape and dst.shape and values.shape[0] == dst.shape[0]:
             values = values.reshape(dst.shape)
         else:
             raise fail("shape-mismatch", f"dst has shape {dst.shape} but src has shape {values.shape}", call)
@@ -346,7 +347,7 @@ def dma_copy(dst: Any = None, src: Any = None, *, mask: Any = None, dge_mode: An
         raise fail("mixed-api", "mask= belongs to the older neuronxcc.nki API", static=True)
     # Only what the source holds becomes written: the unwritten rows of a masked tail tile
     # stay unwritten in HBM, so the output check still sees them.
-    if not whole and not defined.all():
+    if defined is not None and not defined.all():
         defined = defined.reshape(dst.shape)
         mask = defined if mask is None else np.broadcast_to(np.asarray(mask, dtype=bool), dst.shape) & defined
     dst._store(values, None if mask is None else np.asarray(mask, dtype=bool))

@@ -8,6 +8,7 @@ under ``import nki`` they are rejected with a message naming the ``nisa`` replac
 
 from __future__ import annotations
 
+import math
 from typing import Any, Iterator
 
 import numpy as np
@@ -409,7 +410,7 @@ def _setitem(target: Tensor, key: Any, value: Any) -> None:
             return
         core.check_bounds(src, None, "value", "tensor[...] =")
         values = src._values()
-        if values.shape != view.shape and values.size == int(np.prod(view.shape)):
+        if values.shape != view.shape and values.size == math.prod(view.shape):
             values = values.reshape(view.shape)
         # Naming a result moves what it holds: a tile loaded under a mask stays partly
         # unwritten (reads of it are checked where it is used).
@@ -439,7 +440,12 @@ def _inplace(name: str, target: Tensor, value: Any) -> Tensor:
         # A matmul accumulation group starts from zero: elements of the PSUM tile that no
         # earlier instruction wrote count as 0 (what the compiler's first matmul does).
         add = isa._f32(value._values()).reshape(target.shape)
-        if target._all_written():
+        if (target._key is None and target._valid is None and target._alloc.full and target.dtype == isa.F32
+                and not np.may_share_memory(target._data, add)):
+            # The common fp32 accumulator: added in place, the same fp32 sums as through a
+            # temporary (every element is written already, so nothing else changes).
+            np.add(target._data, add, out=target._data)
+        elif target._all_written():
             target._store(isa._f32(target._values()) + add)
         else:
             target._store(np.where(target._written_mask(), isa._f32(target._values()), np.float32(0)) + add)
