@@ -17,8 +17,10 @@ expression: host-computed data never becomes tile data.
 
 from __future__ import annotations
 
+import collections
 import json
 import linecache
+import math
 import os
 import subprocess
 import sys
@@ -29,6 +31,7 @@ import numpy as np
 from autocomp.backends.nki.interp import core, isa, language
 from autocomp.backends.nki.interp.core import STATE, Tensor
 from autocomp.backends.nki.interp.errors import NkiError
+from autocomp.backends.nki.tracer import INDEX_CACHE_ARRAY, INDEX_CACHE_ELEMENTS, INDEX_CACHE_ENTRIES
 
 _UFUNCS = frozenset(set(isa.BINARY) | set(isa.UNARY) | {"sum", "max", "min", "prod", "amax", "amin", "mean",
                                                         "true_divide", "power", "exp", "tanh", "sqrt", "log"})
@@ -93,6 +96,12 @@ class KernelProcess:
         self.source_dir = source_dir
         self.api = _api_tables()
         self.handles: dict[int, Any] = {}  # handle -> what it names (a tensor, or None)
+        # Index arrays the kernel process defined this run ({"nd": …, "ix": n}), referred to
+        # as {"ix": n}: each use gets its own copy, as if it had come whole.
+        self.index_arrays: dict[int, np.ndarray] = {}
+        self.index_elements = 0
+        self.queue: collections.deque[dict[str, Any]] = collections.deque()  # the rest of a batch
+        self.batched = False  # whether the message in hand came inside a batch
         self.next_handle = 0
         self.failure: dict[str, Any] | None = None
         self.names: list[str] = []
@@ -118,6 +127,9 @@ class KernelProcess:
             raise KernelFailure({"kind": "crash", "message": f"the kernel process ended (exit {self.proc.poll()})"}) from None
 
     def _recv(self) -> dict[str, Any]:
+        self.batched = bool(self.queue)
+        if self.batched:
+            return self.queue.popleft()
         line = self.inp.readline()
         if not line:
             self.proc.kill()
@@ -127,6 +139,11 @@ class KernelProcess:
             msg = json.loads(line)
         except ValueError:
             msg = None
+        if type(msg) is list and len(msg) > 1 and all(type(m) is dict for m in msg):
+            # A batch of requests (tracer.BATCH), served in order as if each had come alone.
+            self.queue.extend(msg)
+            self.batched = True
+            return self.queue.popleft()
         if not isinstance(msg, dict):
             raise KernelFailure({"kind": "crash", "message": "bad message from the kernel process"})
         return msg
@@ -158,6 +175,9 @@ class KernelProcess:
     def kernel(self, *args: Any, **kwargs: Any) -> Any:
         """Run the kernel once in the kernel process on the interpreter's tensors ``args``."""
         self.handles.clear()  # nothing from an earlier call stays reachable
+        self.index_arrays.clear()
+        self.index_elements = 0
+        self.queue.clear()
         self.failure = None
         self._send({"cmd": "run", "args": [self._encode(a) for a in args],
                     "kwargs": {k: self._encode(v) for k, v in kwargs.items()}})
@@ -192,6 +212,8 @@ class KernelProcess:
         """Serve requests until the kernel process ends a command. Requests that produce a
         tensor name it with a handle chosen by the kernel side and get no answer; those
         marked ``sync`` get one (with the first error so far, if any)."""
+        last_loop: Any = None
+        last_checked: Any = False
         while True:
             msg = self._recv()
             for h in msg.get("free", []) or []:
@@ -199,14 +221,23 @@ class KernelProcess:
                     self.handles.pop(h, None)
             op = msg.get("op")
             if op in ("ready", "return", "fail"):
+                if self.batched:  # a command ends on a line of its own, never inside a batch
+                    self.queue.clear()
+                    raise KernelFailure({"kind": "crash", "message": "bad message from the kernel process"})
                 return msg
             sync = bool(msg.get("sync"))
             line = msg.get("line")
             STATE.remote_line = int(line) if isinstance(line, int) and line > 0 else None
             loop = msg.get("loop")
-            STATE.remote_loop = ([int(v) for v in loop] if isinstance(loop, list) and len(loop) == 5
-                                 and all(isinstance(v, int) and -1 <= v < 1 << 40 for v in loop)
-                                 and 0 <= loop[2] < loop[1] and loop[0] >= 0 and loop[4] in (0, 1) else False)
+            if not (type(loop) is list and last_checked and loop == last_loop and type(loop[0]) is int
+                    and type(loop[1]) is int and type(loop[2]) is int and type(loop[3]) is int and type(loop[4]) is int):
+                # (the requests of one loop iteration repeat its loop: the same exact ints as
+                # the last checked ones are taken as checked, anything else checked again)
+                last_loop, last_checked = loop, (
+                    [int(v) for v in loop] if isinstance(loop, list) and len(loop) == 5
+                    and all(isinstance(v, int) and -1 <= v < 1 << 40 for v in loop)
+                    and 0 <= loop[2] < loop[1] and loop[0] >= 0 and loop[4] in (0, 1) else False)
+            STATE.remote_loop = list(last_checked) if last_checked else False  # (each instruction its own list)
             reply: dict[str, Any] | None = None
             try:
                 if self.failure is not None:
@@ -342,10 +373,16 @@ class KernelProcess:
         raise TypeError(f"the interpreter cannot hand a {type(x).__name__} to kernel code")
 
     def _decode(self, x: Any, arrays: bool = False) -> Any:
-        if not isinstance(x, dict):
-            if x is None or isinstance(x, (bool, int, float, str)):
+        tx = type(x)
+        if tx is not dict:
+            if x is None or tx is int or tx is float or tx is str or tx is bool:  # (what JSON gives)
                 return x
-            raise ValueError(f"bad value {type(x).__name__}")
+            if isinstance(x, dict):
+                pass
+            elif isinstance(x, (bool, int, float, str)):
+                return x
+            else:
+                raise ValueError(f"bad value {type(x).__name__}")
         if "t" in x:
             return self._tensor(x["t"])
         if "pd" in x:
@@ -353,7 +390,7 @@ class KernelProcess:
                 raise ValueError("bad par_dim")
             return core.ParDim(x["pd"])
         if "T" in x:
-            return tuple(self._decode(e, arrays) for e in x["T"])
+            return tuple([self._decode(e, arrays) for e in x["T"]])
         if "L" in x:
             return [self._decode(e, arrays) for e in x["L"]]
         if "S" in x:
@@ -396,15 +433,29 @@ class KernelProcess:
                     raise ValueError("bad buffer base address")
                 return core.buffer_with_tiles(str(buf), tiles, base, traced=False)
             return buf
-        if "nd" in x:
+        if "nd" in x or "ix" in x:
             if not arrays:
                 raise core.fail("bad-operand", "a host array can only index a tile (t[...]), be a mask= or an iota "
                                 "expression; tile data comes from NKI instructions")
+            if "nd" not in x:  # an index array this run's kernel process defined before
+                arr = self.index_arrays.get(x["ix"]) if type(x["ix"]) is int else None
+                if arr is None:
+                    raise ValueError("reference to an undefined index array")
+                return arr.copy()
             dt = np.dtype(str(x["dtype"]))
             shape = [int(s) for s in x["shape"]]
-            if dt.kind not in "biu" or int(np.prod(shape)) > MAX_INDEX_ELEMENTS:
+            # (math.prod: exact, where np.prod of hostile sizes could wrap around)
+            if dt.kind not in "biu" or math.prod(shape) > MAX_INDEX_ELEMENTS:
                 raise core.fail("bad-operand", "index arrays hold integers or booleans")
-            return np.array(x["nd"], dtype=dt).reshape(shape)
+            arr = np.array(x["nd"], dtype=dt).reshape(shape)
+            if "ix" in x:  # defines an entry: a new one, within the limits the kernel side keeps
+                n = x["ix"]
+                if (type(n) is not int or not 0 <= n < INDEX_CACHE_ENTRIES or n in self.index_arrays
+                        or arr.size > INDEX_CACHE_ARRAY or self.index_elements + arr.size > INDEX_CACHE_ELEMENTS):
+                    raise ValueError("bad index array definition")
+                self.index_arrays[n] = arr.copy()
+                self.index_elements += arr.size
+            return arr
         if "D" in x:
             return {str(k): self._decode(v, arrays) for k, v in x["D"]}
         raise ValueError("bad value")

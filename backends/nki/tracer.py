@@ -46,6 +46,19 @@ VALUE_CALLS = {"affine_range", "sequential_range", "static_range", "program_id",
 # text (a request per NKI call: hundreds of thousands at published shapes).
 _ENCODE = json.JSONEncoder(separators=(",", ":")).encode
 
+# Index arrays (nl.arange/nl.mgrid expressions) recur: the same few are sent in every loop
+# iteration. Each distinct one travels once per run as ``{"nd": …, "ix": n}`` and afterwards
+# as ``{"ix": n}``; the interpreter keeps at most these many (entries, elements in all,
+# elements of one array), larger or later ones travel whole every time. The interpreter
+# refuses definitions beyond these limits, redefinitions and references to undefined entries.
+INDEX_CACHE_ENTRIES = 1 << 16
+INDEX_CACHE_ELEMENTS = 1 << 22
+INDEX_CACHE_ARRAY = 1 << 14
+# Requests posted without waiting travel as lines of up to this many (a JSON list): one
+# encoding and one decoding per line instead of per request. A request that waits for its
+# answer ends its line; a message that ends a command comes on a line of its own.
+BATCH = 256
+
 
 class Conn:
     """The pipes to the interpreter. Requests that produce a tensor are posted without
@@ -61,15 +74,61 @@ class Conn:
         self.next_handle = 1
         self.loops: list[list[Any]] = []  # the loops this side iterates (core.iterate_loop)
         self.loop_ids = itertools.count()
+        self.batch: list[dict[str, Any]] = []  # requests not written yet
+        self.reset_index_cache()
+
+    def reset_index_cache(self) -> None:
+        """Forget the index arrays sent (the interpreter forgets them at every run)."""
+        self.ix: dict[tuple, int] = {}  # (dtype, shape, bytes) -> entry the interpreter holds
+        self.ix_elements = 0
+        self.ix_pending: dict[tuple, int] = {}  # defined by the message being encoded
+        self.ix_pending_elements = 0
+
+    def index_array(self, x: np.ndarray, name: str) -> dict[str, Any]:
+        key = (name, x.shape, x.tobytes())
+        n = self.ix.get(key)
+        if n is None:
+            n = self.ix_pending.get(key)
+        if n is not None:
+            return {"ix": n}
+        out = {"nd": x.ravel().tolist(), "shape": list(x.shape), "dtype": name}
+        n = len(self.ix) + len(self.ix_pending)
+        if n < INDEX_CACHE_ENTRIES and self.ix_elements + self.ix_pending_elements + x.size <= INDEX_CACHE_ELEMENTS:
+            self.ix_pending[key] = out["ix"] = n
+            self.ix_pending_elements += x.size
+        return out
+
+    def drop_pending(self) -> None:
+        """The message being encoded will not be sent: its definitions do not exist."""
+        self.ix_pending = {}
+        self.ix_pending_elements = 0
 
     def send(self, msg: dict[str, Any], flush: bool = False) -> None:
+        """Queue a request (written in batches); with ``flush``, a message that ends a command,
+        written alone after everything queued."""
         if self.free:
             msg["free"], self.free = self.free, []
-        self.out.write(_ENCODE(msg).encode() + b"\n")
+        if self.ix_pending:  # sent (from here on): the interpreter holds these entries then
+            self.ix.update(self.ix_pending)
+            self.ix_elements += self.ix_pending_elements
+            self.drop_pending()
         if flush:
+            self.write_batch()
+            self.out.write(_ENCODE(msg).encode() + b"\n")
             self.out.flush()
+            return
+        self.batch.append(msg)
+        if len(self.batch) >= BATCH:
+            self.write_batch()
+
+    def write_batch(self) -> None:
+        """The queued requests as one line: a JSON list of them (one alone as itself)."""
+        if self.batch:
+            batch, self.batch = self.batch, []
+            self.out.write(_ENCODE(batch if len(batch) > 1 else batch[0]).encode() + b"\n")
 
     def recv(self) -> dict[str, Any]:
+        self.write_batch()
         self.out.flush()
         line = self.inp.readline()
         if not line:
@@ -331,6 +390,15 @@ _DTYPE_NAMES: dict[np.dtype, str] = {}  # str(dtype) is slow (an index array per
 
 def encode(x: Any) -> Any:
     """A value of kernel code as JSON (tensors as handles)."""
+    try:
+        return _encode(x)
+    except BaseException:
+        if CONN is not None:  # the message will not be sent, nor the index arrays it defined
+            CONN.drop_pending()
+        raise
+
+
+def _encode(x: Any) -> Any:
     tx = type(x)
     if tx is int or tx is float or tx is bool or x is None:  # exact types first: the common case
         return x
@@ -340,6 +408,8 @@ def encode(x: Any) -> Any:
         name = _DTYPE_NAMES.get(x.dtype)
         if name is None:
             name = _DTYPE_NAMES[x.dtype] = str(x.dtype)
+        if CONN is not None and x.dtype.kind in "biu" and x.size <= INDEX_CACHE_ARRAY:
+            return CONN.index_array(x, name)
         return {"nd": x.ravel().tolist(), "shape": list(x.shape), "dtype": name}
     if isinstance(x, core.ParDim):
         return {"pd": int(x)}
@@ -370,15 +440,15 @@ def encode(x: Any) -> Any:
                                    and getattr(x, "__module__", "") and "numpy" in str(getattr(x, "__module__", ""))):
         return {"uf": x.__name__}
     if isinstance(x, slice):
-        return {"S": [encode(x.start), encode(x.stop), encode(x.step)]}
+        return {"S": [_encode(x.start), _encode(x.stop), _encode(x.step)]}
     if x is Ellipsis:
         return {"E": 1}
     if isinstance(x, tuple):
-        return {"T": [encode(e) for e in x]}
+        return {"T": [_encode(e) for e in x]}
     if isinstance(x, list):
-        return {"L": [encode(e) for e in x]}
+        return {"L": [_encode(e) for e in x]}
     if isinstance(x, dict):
-        return {"D": [[str(k), encode(v)] for k, v in x.items()]}
+        return {"D": [[str(k), _encode(v)] for k, v in x.items()]}
     raise TypeError(f"a {type(x).__name__} cannot be passed to an NKI call")
 
 
@@ -472,6 +542,7 @@ def serve(req_fd: int, rep_fd: int) -> int:
                 conn.send(_fail(exc, path, "load"), flush=True)
         elif kind == "run":
             conn.loops.clear()
+            conn.reset_index_cache()  # as the interpreter does at every run
             conn.loop_ids = itertools.count()  # numbered per run, as the interpreter does
             try:
                 args = [decode(a) for a in cmd["args"]]

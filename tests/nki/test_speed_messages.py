@@ -1,0 +1,138 @@
+"""The compact request forms between the kernel process and the interpreter (index arrays
+sent once per run and named by entry, requests in batches): what a kernel process may send
+in them is checked as strictly as the whole forms, and the kernel side produces them."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from autocomp.backends.nki import tracer
+from autocomp.backends.nki.interp import install
+from autocomp.backends.nki.interp.install import execute
+from autocomp.backends.nki.remote import KernelFailure, KernelProcess
+
+
+class _Gone:
+    """The process a crafted request stream stands for."""
+
+    returncode = 0
+
+    def poll(self):
+        return 0
+
+    def kill(self):
+        pass
+
+    def wait(self, timeout=None):
+        return 0
+
+
+def _nd(values, shape, ix=None):
+    out = {"nd": values, "shape": shape, "dtype": "int64"}
+    if ix is not None:
+        out["ix"] = ix
+    return out
+
+
+P = list(range(128))
+F = [0, 1, 2, 3]
+
+
+def _getitem(h, key, handle):
+    return {"op": "getitem", "t": h, "key": {"T": key}, "line": 1, "h": handle}
+
+
+def _serve(lines, tmp_path):
+    """Run a kernel whose process sends ``lines`` (JSON values, one per line): the outputs,
+    or the KernelFailure the interpreter ends it with."""
+    install()
+    # (the requests come from a file: a pipe would block the writer past its 64 KiB buffer)
+    stream = tmp_path / "requests.jsonl"
+    stream.write_bytes(b"".join(json.dumps(m).encode() + b"\n" for m in lines))
+    req_r = os.open(stream, os.O_RDONLY)
+    rep_r, rep_w = os.pipe()
+    proc = KernelProcess(str(tmp_path / "k.py"), "k", spawned=(_Gone(), req_r, rep_w), source="")
+    try:
+        return execute(proc.kernel, [np.zeros((128, 4), np.float32)], kernel_file=str(tmp_path / "k.py"), names=["a"])
+    finally:
+        proc.close()
+        os.close(rep_r)
+
+
+RETURN = {"op": "return", "value": {"t": -1}}
+
+
+def test_index_arrays_by_entry_are_served_like_whole_ones(tmp_path):
+    res = _serve([_getitem(-1, [_nd(P, [128, 1], 0), _nd(F, [1, 4], 1)], 1),
+                  [_getitem(-1, [{"ix": 0}, {"ix": 1}], 2), _getitem(-1, [{"ix": 0}, {"ix": 1}], 3)], RETURN], tmp_path)
+    assert res.outputs[0].shape == (128, 4)
+
+
+@pytest.mark.parametrize("lines, why", [
+    # an entry never defined (or defined by another run: entries do not outlive a run)
+    ([_getitem(-1, [{"ix": 5}, 0], 1), RETURN], "undefined index array"),
+    ([_getitem(-1, [{"ix": "0"}, 0], 1), RETURN], "undefined index array"),
+    # an entry defined twice, out of range, or too large
+    ([_getitem(-1, [_nd(P, [128, 1], 0), 0], 1), _getitem(-1, [_nd(P, [128, 1], 0), 0], 2), RETURN],
+     "bad index array definition"),
+    ([_getitem(-1, [_nd(P, [128, 1], -1), 0], 1), RETURN], "bad index array definition"),
+    ([_getitem(-1, [_nd(P, [128, 1], 1 << 16), 0], 1), RETURN], "bad index array definition"),
+    ([_getitem(-1, [_nd(P, [128, 1], True), 0], 1), RETURN], "bad index array definition"),
+    ([_getitem(-1, [_nd(list(range(1 << 15)), [1 << 15], 0)], 1), RETURN], "bad index array definition"),
+    # an entry where host data would become tile data (a fill value, an operand)
+    ([_getitem(-1, [_nd(P, [128, 1], 0), 0], 1),
+      {"op": "call", "mod": "new.language", "name": "full", "args": {"L": [{"T": [128, 1]}, {"ix": 0}]},
+       "kw": {"D": [["dtype", {"dt": "int64"}], ["buffer", {"buf": "sbuf"}]]}, "line": 1, "h": 2}, RETURN],
+     "host array can only index"),
+    ([_getitem(-1, [_nd(P, [128, 1], 0), 0], 1),
+      {"op": "binary", "name": "add", "a": {"t": -1}, "b": {"ix": 0}, "line": 1, "h": 2}, RETURN],
+     "host array can only index"),
+    ([{"op": "call", "mod": "new.language", "name": "full", "args": {"L": [{"T": [128, 1]}, _nd(P, [128, 1], 0)]},
+       "kw": {"D": [["dtype", {"dt": "int64"}], ["buffer", {"buf": "sbuf"}]]}, "line": 1, "h": 2}, RETURN],
+     "host array can only index"),
+    # a batch must hold requests only, and a command never ends inside one
+    ([[_getitem(-1, [0, 0], 1), RETURN]], "bad message"),
+    ([[_getitem(-1, [0, 0], 1), 7], RETURN], "bad message"),
+    ([[_getitem(-1, [0, 0], 1), [_getitem(-1, [0, 0], 2)]], RETURN], "bad message"),
+    ([[], RETURN], "bad message"),
+])
+def test_compact_forms_are_checked(lines, why, tmp_path):
+    with pytest.raises(KernelFailure) as info:
+        _serve(lines, tmp_path)
+    assert why in info.value.error["message"], info.value.error
+
+
+def test_kernel_side_sends_each_index_array_once_per_run_and_in_batches():
+    rd, wr = os.pipe()
+    conn = tracer.Conn(wr, os.open(os.devnull, os.O_RDONLY))
+    saved, tracer.CONN = tracer.CONN, conn
+    try:
+        idx = np.arange(128)[:, None]
+        first = tracer.encode((idx, np.arange(4)[None, :]))
+        assert first == {"T": [{"nd": P, "shape": [128, 1], "dtype": "int64", "ix": 0},
+                               {"nd": F, "shape": [1, 4], "dtype": "int64", "ix": 1}]}
+        conn.send({"op": "getitem", "t": 1, "key": first})
+        assert tracer.encode(idx + 0) == {"ix": 0}  # the same values: the entry
+        # a message that is not sent (its encoding failed) defines nothing
+        with pytest.raises(TypeError):
+            tracer.encode((np.arange(3), object()))
+        assert tracer.encode(np.arange(3)) == {"nd": [0, 1, 2], "shape": [3], "dtype": "int64", "ix": 2}
+        floats = np.arange(3.0)
+        assert tracer.encode(floats) == {"nd": [0.0, 1.0, 2.0], "shape": [3], "dtype": "float64"}  # never an entry
+        for i in range(3):
+            conn.send({"op": "getitem", "t": 1, "key": i})
+        conn.send({"op": "return", "value": None}, flush=True)
+        os.close(wr)
+        lines = os.read(rd, 1 << 20).splitlines()
+        assert [json.loads(x) for x in lines] == [
+            [{"op": "getitem", "t": 1, "key": first}] + [{"op": "getitem", "t": 1, "key": i} for i in range(3)],
+            {"op": "return", "value": None}]
+        conn.reset_index_cache()
+        assert "ix" in tracer.encode(idx) and tracer.encode(idx)["ix"] == 0
+    finally:
+        tracer.CONN = saved
+        os.close(rd)
