@@ -45,6 +45,7 @@ from autocomp.backends.nki.cost import Estimate, estimate
 from autocomp.backends.nki.interp.core import dtype_name
 from autocomp.backends.nki.portable import save_arrays
 from autocomp.backends.nki.static import check_candidate
+from autocomp.scratch import ScratchRoot
 from autocomp.backends.nki.trace import Instr, region_from_json
 from autocomp.model import Evaluation, Metric, Problem, Verdict
 from autocomp.sandbox import Isolation, python_view, run_limited
@@ -247,16 +248,14 @@ class Harness:
         self.concurrency = max(1, concurrency)
         self._sems: dict[int, asyncio.Semaphore] = {}
         self._oracles: dict[str, Oracle] = {}
-        self._root = tempfile.mkdtemp(prefix="autocomp-nki-")
+        self._scratch = ScratchRoot(self, "autocomp-nki-")  # the children's work folders
+
+    @property
+    def _root(self) -> str:
+        return self._scratch.path
 
     def close(self) -> None:
-        shutil.rmtree(self._root, ignore_errors=True)
-
-    def __del__(self) -> None:  # best effort; the backend may live until interpreter exit
-        try:
-            self.close()
-        except Exception:
-            pass
+        self._scratch.close()
 
     # -- children ------------------------------------------------------------------
     def limits(self, oracle: "Oracle | None" = None) -> tuple[float, int]:

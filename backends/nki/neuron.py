@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from autocomp.backends.base import BackendError
+from autocomp.scratch import ScratchRoot
 from autocomp.backends.nki.harness import compare, _seq
 from autocomp.backends.nki.portable import load_arrays, save_arrays
 from autocomp.backends.nki.static import check_candidate
@@ -66,7 +67,11 @@ class NeuronTools:
         self.iters = iters
         self._status: NeuronStatus | None = None
         self._oracles: dict[str, tuple[str, dict[str, str], dict[int, list[np.ndarray]], dict[int, list[np.ndarray]]]] = {}
-        self._root = tempfile.mkdtemp(prefix="autocomp-neuron-")
+        self._scratch = ScratchRoot(self, "autocomp-neuron-")  # the children's work folders
+
+    @property
+    def _root(self) -> str:
+        return self._scratch.path
 
     def _isolation(self, readable: tuple[str, ...] = ()) -> Isolation:
         device = has_device() if self._device is None else self._device
@@ -165,4 +170,4 @@ class NeuronTools:
                           seconds=time.monotonic() - start)
 
     def close(self) -> None:
-        shutil.rmtree(self._root, ignore_errors=True)
+        self._scratch.close()
