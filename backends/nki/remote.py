@@ -97,7 +97,8 @@ class KernelProcess:
         self.api = _api_tables()
         self.handles: dict[int, Any] = {}  # handle -> what it names (a tensor, or None)
         # Index arrays the kernel process defined this run ({"nd": …, "ix": n}), referred to
-        # as {"ix": n}: each use gets its own copy, as if it had come whole.
+        # as {"ix": n}: read-only, with their bounds known (core.frozen_index_array), so
+        # every use shares one array and its index check costs nothing.
         self.index_arrays: dict[int, np.ndarray] = {}
         self.index_elements = 0
         self.queue: collections.deque[dict[str, Any]] = collections.deque()  # the rest of a batch
@@ -441,7 +442,7 @@ class KernelProcess:
                 arr = self.index_arrays.get(x["ix"]) if type(x["ix"]) is int else None
                 if arr is None:
                     raise ValueError("reference to an undefined index array")
-                return arr.copy()
+                return arr  # read-only: every use shares it, as if it had come whole
             dt = np.dtype(str(x["dtype"]))
             shape = [int(s) for s in x["shape"]]
             # (math.prod: exact, where np.prod of hostile sizes could wrap around)
@@ -453,7 +454,7 @@ class KernelProcess:
                 if (type(n) is not int or not 0 <= n < INDEX_CACHE_ENTRIES or n in self.index_arrays
                         or arr.size > INDEX_CACHE_ARRAY or self.index_elements + arr.size > INDEX_CACHE_ELEMENTS):
                     raise ValueError("bad index array definition")
-                self.index_arrays[n] = arr.copy()
+                self.index_arrays[n] = arr = core.frozen_index_array(arr)
                 self.index_elements += arr.size
             return arr
         if "D" in x:

@@ -136,3 +136,30 @@ def test_kernel_side_sends_each_index_array_once_per_run_and_in_batches():
     finally:
         tracer.CONN = saved
         os.close(rd)
+
+
+def test_a_shared_index_entry_is_bounds_checked_against_each_tensor(tmp_path):
+    """Entries are read-only and their bounds computed once (core.frozen_index_array), but
+    each use is checked against the tensor it indexes: an entry in bounds for one axis is
+    refused on a shorter one."""
+    load = {"op": "call", "mod": "old.language", "name": "load", "args": {"L": [{"t": 2}]}, "kw": {"D": []},
+            "line": 1, "h": 3}
+    with pytest.raises(KernelFailure) as info:
+        _serve([_getitem(-1, [_nd(P, [128, 1], 0), _nd(F, [1, 4], 1)], 1),
+                _getitem(-1, [{"ix": 1}, {"ix": 0}], 2), load, {"op": "return", "value": {"t": 3}}], tmp_path)
+    assert "outside its tensor" in info.value.error["message"], info.value.error
+
+
+def test_shared_index_entries_serve_as_masks_and_loads(tmp_path):
+    """A read-only entry works wherever a whole index array does (an index, a mask=), and
+    nothing the interpreter does with it writes to it."""
+    def call(name, args, kw, h):
+        return {"op": "call", "mod": "old.language", "name": name, "args": {"L": args}, "kw": {"D": kw}, "line": 1, "h": h}
+
+    mask = {"nd": [True] * 4, "shape": [1, 4], "dtype": "bool", "ix": 2}
+    res = _serve([_getitem(-1, [_nd(P, [128, 1], 0), _nd(F, [1, 4], 1)], 1),
+                  call("load", [{"t": 1}], [["mask", mask]], 2),
+                  _getitem(-1, [{"ix": 0}, {"ix": 1}], 3),
+                  call("store", [{"t": 3}], [["value", {"t": 2}], ["mask", {"ix": 2}]], 4),
+                  {"op": "return", "value": {"t": -1}}], tmp_path)
+    assert res.outputs and res.outputs[0].shape == (128, 4)

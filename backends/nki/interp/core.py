@@ -129,6 +129,19 @@ class State:
         self.loops: list[list[Any]] = []
         self.loop_ids = itertools.count()
         self.remote_loop: Any = None
+        # Index arrays this interpreter made read-only for the run (the remote decoder's
+        # entries, used again and again): id -> (the array, min, max). An entry holds its
+        # array, so an id names it only while it is the very same object.
+        self.index_bounds: dict[int, tuple[np.ndarray, int, int]] = {}
+
+
+def frozen_index_array(arr: np.ndarray) -> np.ndarray:
+    """``arr`` (an integer or boolean array this interpreter owns and no kernel code can
+    reach) made read-only, its bounds computed once for this run's index checks."""
+    arr.flags.writeable = False
+    if arr.size and arr.dtype.kind in "iu":
+        STATE.index_bounds[id(arr)] = (arr, int(arr.min()), int(arr.max()))
+    return arr
 
 
 _GENERATIONS = itertools.count()
@@ -802,16 +815,23 @@ def normalize_key(key: Any, shape: tuple[int, ...], call: str, deferred: list[st
             arr = np.asarray(k)
             if arr.dtype.kind not in "iu":
                 raise fail("index", f"index array on axis {dim} must hold integers, got {arr.dtype}", call)
-            if arr.size and (arr.min() < 0 or arr.max() >= size):
+            known = STATE.index_bounds.get(id(arr))
+            if known is not None and known[0] is arr:
+                lo, hi = known[1], known[2]
+            elif arr.size:
+                lo, hi = int(arr.min()), int(arr.max())
+            else:
+                lo, hi = 0, -1
+            if lo < 0 or hi >= size:
                 if deferred is not None:
-                    deferred.append(f"index expression on axis {dim} spans {int(arr.min())}..{int(arr.max())} but the "
+                    deferred.append(f"index expression on axis {dim} spans {lo}..{hi} but the "
                                     f"tensor of shape {shape} has {size} there")
                     out.append(arr)
                     dim += 1
                     continue
                 raise fail(
                     "out-of-bounds",
-                    f"index expression on axis {dim} spans {int(arr.min())}..{int(arr.max())} but the tensor of shape {shape} has {size} there",
+                    f"index expression on axis {dim} spans {lo}..{hi} but the tensor of shape {shape} has {size} there",
                     call,
                     f"0 <= index < {size}",
                 )
