@@ -194,7 +194,21 @@ _COMPUTE = _FUSIBLE
 _NO_REQUESTS: dict[tuple[str, str, bool], int] = {}
 
 
-def vectorized_groups(trace: list[Instr], max_trip: int, short: float = 64) -> dict[int, int]:
+def _result_bytes(ins: Instr) -> float:
+    """Bytes per partition of an instruction's own result (its first write): a tile recorded
+    partition-major spans its bytes in every partition; a one-dimensional result (one
+    element per partition, recorded flat) is spread over the instruction's partitions."""
+    if not ins.writes:
+        return 0.0
+    _a, plo, phi, flo, fhi = ins.writes[0]
+    nbytes = float(fhi - flo)
+    if phi - plo < ins.partitions:
+        nbytes /= max(1, ins.partitions)
+    return nbytes
+
+
+def vectorized_groups(trace: list[Instr], max_trip: int, short: float = 64,
+                      max_bytes: float | None = None) -> dict[int, int]:
     """The compiler's loop vectorization (NKI docs, ``nl.affine_range``: it "allows Neuron
     compiler to perform additional loop-level optimizations, such as loop vectorization"):
     the iterations of an innermost ``affine_range`` loop of at most ``max_trip`` iterations
@@ -202,7 +216,10 @@ def vectorized_groups(trace: list[Instr], max_trip: int, short: float = 64) -> d
     order) run as one instruction per body position, ``trip`` times as wide, when that pays:
     the body's instructions are short (fewer than ``short`` elements per partition, below
     the engines' minimum initiation interval, so fixed costs dominate them) and no two
-    iterations write the same bytes (no accumulation across iterations). Returns, for the
+    iterations write the same bytes (no accumulation across iterations). With ``max_bytes``,
+    each body position is vectorized on its own (the loop distributed over its instructions)
+    only when its widened result, ``trip`` times its result's bytes per partition, fits in
+    ``max_bytes``; the other positions stay one instruction per iteration. Returns, for the
     first instance of each fused instruction, the trip count it stands for; the other
     instances are folded into it (index -> 0). One pass over the trace."""
     if max_trip < 2:
@@ -232,12 +249,19 @@ def vectorized_groups(trace: list[Instr], max_trip: int, short: float = 64) -> d
         sig = [(trace[i].op, trace[i].engine, trace[i].partitions, trace[i].free, trace[i].dtype_bytes) for i in body[0]]
         if not sig or any(len(b) != len(sig) for b in body) or any(x[3] >= short for x in sig):
             continue
-        if any(trace[i].writes and trace[i].writes == trace[j].writes for i, j in zip(body[0], body[1])):
-            continue  # the iterations accumulate into the same tile
         if any((trace[i].op, trace[i].engine, trace[i].partitions, trace[i].free, trace[i].dtype_bytes) != sig[k]
                for b in body[1:] for k, i in enumerate(b)):
             continue
-        for k in range(len(sig)):
+        # The iterations accumulate into the same tile: that position cannot be widened.
+        same = [bool(trace[i].writes) and trace[i].writes == trace[j].writes for i, j in zip(body[0], body[1])]
+        if max_bytes is None:
+            if any(same):
+                continue
+            positions = range(len(sig))
+        else:
+            positions = [k for k in range(len(sig))
+                         if not same[k] and trips[uid] * _result_bytes(trace[body[0][k]]) <= max_bytes]
+        for k in positions:
             first = min(b[k] for b in body)
             for b in body:
                 fused[b[k]] = 0
@@ -429,7 +453,8 @@ def estimate(trace: list[Instr], params: dict[str, float] | None = None,
     trace = [_as_tensor_broadcast(ins) if ins.engine == "gpsimd" and is_partition_broadcast(ins) else ins
              for ins in trace]
     psum = psum_allocations(trace)
-    fused = vectorized_groups(trace, int(p.get("vectorize_max_trip", 0)), p["vector_min_ii"])
+    fused = vectorized_groups(trace, int(p.get("vectorize_max_trip", 0)), p["vector_min_ii"],
+                              p.get("vectorize_max_bytes"))
     spills = psum_spills(trace, int(p.get("psum_banks", 0)))
     for idx, ins in enumerate(trace):
         for a, slot in spills.get(idx, ()):

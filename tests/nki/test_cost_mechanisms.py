@@ -7,6 +7,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from autocomp.backends.nki.cost import (
@@ -148,3 +149,83 @@ def test_the_fidelity_bench_reports_a_statement_lost_into_a_comment():
     code = "def test(a):\n    x = 1\n    # tail chunk (size <= psum   if x > 0:\n    y = a[2048:2048]\n    return a\n"
     assert "merged into a comment" in published_defect(code, "slice 2048:2048 on axis 2")
     assert published_defect("def test(a):\n    # just   a comment\n    return a\n", "boom") == ""
+
+
+def test_the_trace_marks_psum_operands_so_a_filter_copied_to_psum_halves_sbuf_reads():
+    # The tracer records the ids of each instruction's PSUM operands (info["psum"]), so a
+    # tile a VectorE copy writes into PSUM counts as PSUM: its reader's tensor_tensor takes
+    # one SBUF and one PSUM read request (ISA: N instead of 2N), the step 3 -> 5 change of
+    # the conv1d trajectory (ucb-bar/autocomp examples/trn-advanced/4_conv1d_trace.py).
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    try:
+        from nki_testlib import run
+    finally:
+        sys.path.pop(0)
+    import neuronxcc.nki as nki  # the older API, as the published trajectories use it
+    import neuronxcc.nki.isa as nisa
+    import neuronxcc.nki.language as nl
+
+    def kernel(in_psum):
+        @nki.jit
+        def k(img, filt):
+            out = nl.ndarray((128, 256), dtype=img.dtype, buffer=nl.shared_hbm)
+            x = nl.load(img)
+            f = nl.load(filt)
+            if in_psum:
+                fp = nl.zeros((nl.par_dim(128), 3), dtype=filt.dtype, buffer=nl.psum)
+                fp[...] = nisa.tensor_copy(f, engine=nisa.vector_engine)
+                f = fp
+            res = nl.ndarray((nl.par_dim(128), 256), dtype=img.dtype, buffer=nl.sbuf)
+            for i in nl.sequential_range(256):
+                prod = nisa.tensor_tensor(x[:, i:i + 3], f, op=np.multiply)
+                res[:, i:i + 1] = nisa.tensor_reduce(np.add, prod, axis=[1], keepdims=True)
+            nl.store(out, res)
+            return out
+        return k
+
+    img, filt = np.ones((128, 258), np.float32), np.ones((128, 3), np.float32)
+    sb, ps = run(kernel(False), img, filt).trace, run(kernel(True), img, filt).trace
+    marked = {a for ins in ps for a in ins.info.get("psum", ())}
+    assert marked and not any("psum" in ins.info for ins in sb)
+    assert any(ins.op == "tensor_tensor" and marked & {r[0] for r in ins.reads} for ins in ps)
+    acc = P["access_overhead_cycles"]
+    # Three SBUF read requests per iteration against two.
+    assert estimate(sb).cycles - estimate(ps).cycles == pytest.approx(256 * acc, rel=0.1)
+
+
+def _loop_body(uid, trip, result_bytes):
+    """A conv1d-like affine loop: a 3-element tensor_tensor of two SBUF tiles (12-byte
+    product) then a reduce of the product into a fresh ``result_bytes`` tile."""
+    out = []
+    for k in range(trip):
+        loop = [uid, trip, k, -1, 1]
+        out.append(vec("tensor_tensor", 3, [whole(1), whole(2)], [(1000 + k, 0, 128, 0, 12)], op="multiply", loop=loop))
+        out.append(vec("tensor_reduce", 3, [(1000 + k, 0, 128, 0, 12)], [(5000 + k, 0, 128, 0, result_bytes)], op="add",
+                       loop=loop))
+    return out
+
+
+def test_loop_vectorization_widens_each_instruction_whose_widened_result_fits():
+    # NKI docs (affine_range): the compiler may vectorize the loop. Each instruction of the
+    # body is widened on its own when trip x its result's bytes per partition fits in
+    # vectorize_max_bytes (conv1d step 4: 512 x 4-byte sums widened, 512 x 12-byte products
+    # not); the rest stays one instruction per iteration.
+    from autocomp.backends.nki.cost import vectorized_groups
+
+    trip = 512
+    assert trip <= P["vectorize_max_trip"] and trip * 4 <= P["vectorize_max_bytes"] < trip * 12
+    narrow, wide = _loop_body(7, trip, 4), _loop_body(8, trip, 16)
+    fused = vectorized_groups(narrow, int(P["vectorize_max_trip"]), P["vector_min_ii"], P["vectorize_max_bytes"])
+    assert fused[1] == trip and all(fused[2 * k + 1] == 0 for k in range(1, trip))  # every reduce folded into one
+    assert not any(2 * k in fused for k in range(trip))  # the products stay per iteration
+    assert not vectorized_groups(wide, int(P["vectorize_max_trip"]), P["vector_min_ii"], P["vectorize_max_bytes"])
+    # The ranking it decides: the loop with 4-byte sums saves one SBUF read request per iteration.
+    pre = _loaded(1, 2)
+    acc = P["access_overhead_cycles"]
+    a, b = estimate(pre + narrow).cycles, estimate(pre + wide).cycles
+    assert a < b
+    assert b - a == pytest.approx(trip * acc, rel=0.1)
+    # A 64-iteration loop of the same body fits whole: both positions widen.
+    small = _loop_body(9, 64, 4)
+    assert sorted(vectorized_groups(small, int(P["vectorize_max_trip"]), P["vector_min_ii"],
+                                    P["vectorize_max_bytes"]).values()).count(64) == 2

@@ -59,19 +59,21 @@ def test_wider_free_dimension_tiles_estimate_faster():
 
 def test_the_compiler_vectorizes_short_affine_loops_of_identical_bodies():
     # NKI docs: affine_range lets the compiler vectorize a loop. A 64-iteration affine loop
-    # of narrow identical ops runs as one wide op; a sequential one, or a longer one, does not.
-    a = np.ones((128, 1024), np.float32)
-    base = _cycles(make_vector_kernel(0, 1024), a)  # the DMAs alone
+    # of narrow identical ops whose widened result fits in vectorize_max_bytes runs as one
+    # wide op; a sequential one, a longer one, or one whose widened result is too big does not.
+    def ops(a, width, loop=None):  # cycles the vector passes add to the DMAs alone
+        return _cycles(make_vector_kernel(8, width, loop), a) - _cycles(make_vector_kernel(0, a.shape[1]), a)
 
-    def ops(width, loop=None):  # cycles the vector passes add
-        return _cycles(make_vector_kernel(8, width, loop), a) - base
-
-    wide = ops(1024)
-    short_affine = ops(16, nl.affine_range)  # 64 iterations
-    short_seq = ops(16, nl.sequential_range)
-    long_affine = ops(4, nl.affine_range)  # 256 iterations
+    a = np.ones((128, 512), np.float32)
+    wide = ops(a, 512)
+    short_affine = ops(a, 8, nl.affine_range)  # 64 iterations, widened result 64 x 32 B = 2 KiB
+    short_seq = ops(a, 8, nl.sequential_range)
     assert short_affine <= wide * 1.05
-    assert short_seq > 2 * short_affine and long_affine > 2 * short_affine
+    assert short_seq > 2 * short_affine
+    b = np.ones((128, 1024), np.float32)
+    long_affine = ops(b, 1, nl.affine_range)  # 1024 iterations: more than vectorize_max_trip
+    too_big = ops(b, 16, nl.affine_range)  # 64 iterations, widened result 64 x 64 B = 4 KiB
+    assert long_affine > 2 * short_affine and too_big > 2 * ops(b, 1024)
 
 
 def test_wider_matmul_moving_tiles_estimate_faster():

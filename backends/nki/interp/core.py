@@ -987,6 +987,12 @@ def record(opname: str, engine: str, partitions: int, free: int, dtype_bytes: in
     loop = current_loop()
     if loop is not None:
         info["loop"] = loop
+    reads, writes = list(reads), list(writes)
+    # The ids of the operands that live in PSUM (the cost model's SBUF/PSUM interfaces and
+    # the ISA's one-input-in-PSUM tensor_tensor rate depend on it).
+    psum = list(dict.fromkeys(t._alloc.id for t in reads + writes if t._alloc.buffer == "psum"))
+    if psum:
+        info["psum"] = psum
     ins = Instr(opname, engine, line, int(partitions), int(free), int(dtype_bytes),
                 tuple([region(t) for t in reads]), tuple([region(t) for t in writes]), info)
     _note_use(len(STATE.trace), ins.reads + ins.writes)
