@@ -209,13 +209,20 @@ def test_resume_reports_requests_in_flight_it_sent_again(tmp_path):
     kernel = tmp_path / "scale.kern"
     kernel.write_text(KERNEL)
     home, log = tmp_path / "home", tmp_path / "eval.log"
+    # (the hanging replies outlast the kill, a few seconds in; the server waits them out on exit)
     cmd = [sys.executable, "-m", "autocomp", "optimize", str(kernel), "--llm", "openai:fake", *FLAGS]
-    with FakeLLMServer(halving_rules(), hang_after=3, hang_seconds=60) as server:
+    with FakeLLMServer(halving_rules(), hang_after=3, hang_seconds=20) as server:
         proc = subprocess.Popen(cmd, env=cli_env(server, home, log), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         deadline = time.time() + 60
         while server.requests < 5 and time.time() < deadline:
             time.sleep(0.05)
-        time.sleep(1.0)
+        # The engine logs a request before it reaches the server: compare once every request
+        # it sent has arrived (no new one for 2 s; on a loaded CI machine 1 s was not enough).
+        seen, since = server.requests, time.time()
+        while time.time() - since < 2.0 and time.time() < deadline:
+            time.sleep(0.05)
+            if server.requests != seen:
+                seen, since = server.requests, time.time()
         hanging = server.requests - server.answered
         proc.send_signal(signal.SIGKILL)
         out, _ = proc.communicate(timeout=30)
