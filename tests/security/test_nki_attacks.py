@@ -621,3 +621,49 @@ async def test_nki_bypass_result_channel_is_out_of_reach(hostile, target, honest
 ''')
     ev = await attack(hostile, target, honest, code, bypass=True)
     assert "channel: Bad file descriptor" in ev.feedback, ev.feedback
+
+
+# The kernel process's own compact request forms (tracer.BATCH lines and index entries),
+# written raw to its request pipe with the allowlist off: the interpreter checks them as
+# strictly as the whole forms, and any breach ends the run as a crash, never a verdict.
+RAW_REQUESTS = '''    from autocomp.backends.nki import tracer
+    conn = tracer.CONN
+    conn.write_batch()
+    for line in LINES:
+        conn.out.write(line.encode() + b"\\n")
+    conn.out.flush()
+    raise ValueError("sent")
+'''
+
+
+def _raw(lines: list) -> str:
+    return kernel(before="    LINES = %r\n" % [json.dumps(x) for x in lines] + RAW_REQUESTS)
+
+
+def _entry(values: list, ix: int) -> dict:
+    return {"nd": values, "shape": [len(values), 1], "dtype": "int64", "ix": ix}
+
+
+async def test_nki_bypass_command_end_inside_a_batch_is_a_crash(hostile, target, honest):
+    """A batch that ends the command (a forged ``return`` after a request) would leave the
+    interpreter and the kernel process out of step; it is refused."""
+    code = _raw([[{"op": "getitem", "t": -1, "key": 0, "line": 1, "h": 900001}, {"op": "return", "value": None}]])
+    ev = await attack(hostile, target, honest, code, bypass=True)
+    assert "bad message from the kernel process" in ev.feedback, ev.feedback
+
+
+async def test_nki_bypass_index_entry_cannot_be_redefined_after_its_check(hostile, target, honest):
+    """Define an index entry with in-bounds values, then send the same entry number with
+    values far out of bounds (an entry's bounds are computed once): the redefinition is
+    refused."""
+    code = _raw([{"op": "getitem", "t": -1, "key": {"T": [_entry(list(range(128)), 7), 0]}, "line": 1, "h": 900001},
+                 {"op": "getitem", "t": -1, "key": {"T": [_entry([10 ** 9] * 128, 7), 0]}, "line": 1, "h": 900002}])
+    ev = await attack(hostile, target, honest, code, bypass=True)
+    assert "bad index array definition" in ev.feedback, ev.feedback
+
+
+async def test_nki_bypass_undefined_index_entry_is_refused(hostile, target, honest):
+    """Name an index entry this run never defined (or one of an earlier run)."""
+    code = _raw([{"op": "getitem", "t": -1, "key": {"T": [{"ix": 4242}, 0]}, "line": 1, "h": 900001}])
+    ev = await attack(hostile, target, honest, code, bypass=True)
+    assert "undefined index array" in ev.feedback, ev.feedback
