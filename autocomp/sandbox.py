@@ -39,7 +39,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 from autocomp.backends.base import BackendError
 
@@ -392,17 +392,26 @@ async def _read_bounded(stream: asyncio.StreamReader | None, limit: int) -> tupl
             dropped = True
 
 
-def _read_fd_bounded(fd: int, limit: int) -> tuple[bytes, bool]:
+def _read_fd_bounded(fd: int, limit: int, sink: Callable[[bytes], None] | None = None) -> tuple[bytes, bool]:
+    """Up to ``limit`` bytes from ``fd`` (and whether more came). With ``sink``, the kept
+    bytes go to it as they arrive (on this reader's thread, while the child still runs)
+    instead of being returned."""
     kept = bytearray()
+    size = 0
     dropped = False
     try:
         while True:
             chunk = os.read(fd, 1 << 20)
             if not chunk:
                 break
-            room = limit - len(kept)
+            room = limit - size
             if room > 0:
-                kept += chunk[:room]
+                piece = chunk[:room]
+                size += len(piece)
+                if sink is None:
+                    kept += piece
+                else:
+                    sink(piece)
             if len(chunk) > max(room, 0):
                 dropped = True
     finally:
@@ -422,10 +431,13 @@ async def run_limited(
     channel: bool = False,
     max_processes: int = DEFAULT_MAX_PROCESSES,
     channel_limit: int = CHANNEL_LIMIT,
+    channel_sink: Callable[[bytes], None] | None = None,
 ) -> ProcessResult:
     """Run ``argv`` in ``cwd`` inside the jail (see the module docstring); never raises for
     the program's own failures. Raises :class:`SandboxUnavailable` when isolation is
-    required and cannot be set up."""
+    required and cannot be set up. With ``channel_sink``, the channel's bytes (up to
+    ``channel_limit``) are handed to it as they arrive, from another thread, and
+    ``ProcessResult.channel`` stays empty: a caller can parse while the child runs."""
     active = require()
     full_env = child_env(cwd, env)
     if active == "off":
@@ -433,7 +445,7 @@ async def run_limited(
     else:
         command, spawn_env = jail_argv(argv, cwd, isolation or Isolation(), full_env), {}
     return await _run(command, cwd, timeout, spawn_env, active, memory_bytes, stdin_data, output_limit,
-                      channel, max_processes, channel_limit)
+                      channel, max_processes, channel_limit, channel_sink)
 
 
 # What a transport (ssh, srun) needs from the user's environment to reach a remote host.
@@ -473,6 +485,7 @@ async def _run(
     channel: bool,
     max_processes: int,
     channel_limit: int,
+    channel_sink: Callable[[bytes], None] | None = None,
 ) -> ProcessResult:
     start = time.monotonic()
     cgroup = _new_cgroup(max_processes)
@@ -499,7 +512,8 @@ async def _run(
         raise
     if channel_w is not None:
         os.close(channel_w)
-        channel_task = asyncio.get_running_loop().run_in_executor(None, _read_fd_bounded, channel_r, channel_limit)
+        channel_task = asyncio.get_running_loop().run_in_executor(None, _read_fd_bounded, channel_r, channel_limit,
+                                                                       channel_sink)
     timed_out = False
     readers = asyncio.gather(_read_bounded(proc.stdout, output_limit), _read_bounded(proc.stderr, output_limit))
 

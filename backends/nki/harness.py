@@ -109,12 +109,14 @@ MAX_TRACE = 2_000_000  # instructions the parent accepts from one run
 CHANNEL_LIMIT = 256 << 20
 
 
-def parse_channel(raw: bytes) -> tuple[dict[str, Any] | None, list[Instr], dict[str, np.ndarray], str]:
-    """(result, trace, arrays, problem) from a child's channel; ``problem`` is "" when well formed."""
-    trace: list[Instr] = []
+def parse_channel(raw: bytes | bytearray, trace: list[Instr] | None = None,
+                  lines: int = 0) -> tuple[dict[str, Any] | None, list[Instr], dict[str, np.ndarray], str]:
+    """(result, trace, arrays, problem) from a child's channel; ``problem`` is "" when well
+    formed. ``trace`` and ``lines``: what :class:`ChannelParser` already read of it."""
+    trace = [] if trace is None else trace
     arrays: dict[str, np.ndarray] = {}
     result: dict[str, Any] | None = None
-    pos, n = 0, 0
+    pos, n = 0, lines
     while pos < len(raw):
         end = raw.find(b"\n", pos)
         if end < 0:
@@ -128,20 +130,8 @@ def parse_channel(raw: bytes) -> tuple[dict[str, Any] | None, list[Instr], dict[
         try:
             msg = json.loads(line)
             tag = msg[0]
-            if tag == "t":  # a batch of trace messages, applied in order as if sent one by one
-                if not isinstance(msg[1], list):
-                    raise ValueError("bad trace batch")
-                from_list = Instr.from_list
-                for sub in msg[1]:
-                    if type(sub) is list and len(sub) == 2 and sub[0] == "i" and len(trace) < MAX_TRACE:
-                        trace.append(from_list(sub[1]))  # the common case of _trace_message, inline
-                        continue
-                    if not isinstance(sub, list) or not sub or sub[0] not in ("i", "a"):
-                        raise ValueError("bad message in a trace batch")
-                    if not _trace_message(sub, trace):
-                        return None, [], {}, f"more than {MAX_TRACE} instructions"
-            elif tag in ("i", "a"):
-                if not _trace_message(msg, trace):
+            if tag in ("t", "i", "a"):
+                if not _trace_line(msg, trace):
                     return None, [], {}, f"more than {MAX_TRACE} instructions"
             elif tag == "array":
                 key, dtype, shape, nbytes = str(msg[1]), str(msg[2]), [int(x) for x in msg[3]], int(msg[4])
@@ -159,6 +149,80 @@ def parse_channel(raw: bytes) -> tuple[dict[str, Any] | None, list[Instr], dict[
     if result is None:
         return None, trace, arrays, "no result"
     return result, trace, arrays, ""
+
+
+def _trace_line(msg: Any, trace: list[Instr]) -> bool:
+    """Apply a trace message (``["t", [...]]``, a batch applied in order as if sent one by
+    one, or ``["i", ...]`` / ``["a", ...]``); False when the trace would exceed MAX_TRACE."""
+    if msg[0] != "t":
+        return _trace_message(msg, trace)
+    if not isinstance(msg[1], list):
+        raise ValueError("bad trace batch")
+    from_list = Instr.from_list
+    for sub in msg[1]:
+        if type(sub) is list and len(sub) == 2 and sub[0] == "i" and len(trace) < MAX_TRACE:
+            trace.append(from_list(sub[1]))  # the common case of _trace_message, inline
+            continue
+        if not isinstance(sub, list) or not sub or sub[0] not in ("i", "a"):
+            raise ValueError("bad message in a trace batch")
+        if not _trace_message(sub, trace):
+            return False
+    return True
+
+
+_TRACE_LINE_STARTS = (b'["t",', b'["i",', b'["a",')
+
+
+class ChannelParser:
+    """:func:`parse_channel`, fed as the bytes arrive (``run_limited``'s ``channel_sink``,
+    called on the channel reader's thread): the trace, which the child streams while it
+    runs, is parsed meanwhile on a core the child leaves free; from the first line that is
+    not a trace message on, everything is parsed at the end by ``parse_channel`` itself, so
+    the result is the one the whole channel would give."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray()
+        self.pos = 0  # start of the first line not parsed yet
+        self.lines = 0
+        self.trace: list[Instr] = []
+        self.tracing = True
+        self.problem = ""
+        self.size = 0  # bytes received
+
+    def feed(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        self.buf += chunk
+        while self.tracing:
+            end = self.buf.find(b"\n", self.pos)
+            if end < 0:
+                break
+            line = self.buf[self.pos:end]
+            if not line.startswith(_TRACE_LINE_STARTS):
+                self.tracing = False  # parse_channel takes it from here
+                break
+            self.lines += 1
+            try:
+                ok = _trace_line(json.loads(line), self.trace)
+            except (ValueError, TypeError, IndexError, KeyError) as exc:
+                self.problem, ok = f"malformed channel message {self.lines}: {exc}", False
+            else:
+                if not ok:
+                    self.problem = f"more than {MAX_TRACE} instructions"
+            if not ok:
+                self.tracing = False
+                break
+            self.pos = end + 1
+        if self.pos > 1 << 20:  # what was parsed is not kept
+            del self.buf[:self.pos]
+            self.pos = 0
+
+    def finish(self) -> tuple[dict[str, Any] | None, list[Instr], dict[str, np.ndarray], str]:
+        self.tracing = False
+        if self.problem:
+            return None, [], {}, self.problem
+        del self.buf[:self.pos]
+        self.pos = 0
+        return parse_channel(self.buf, self.trace, self.lines)
 
 
 def _trace_message(msg: list[Any], trace: list[Instr]) -> bool:
@@ -289,15 +353,16 @@ class Harness:
                 # The results channel may carry what the child may hold: it grows with the
                 # problem through the memory limit (inputs, outputs and arguments of every seed).
                 channel_limit = max(CHANNEL_LIMIT, memory)
+                parser = ChannelParser()
                 proc = await run_limited([self.python, "-I", "-m", "autocomp.backends.nki.runner"], cwd=workdir,
                                          timeout=seconds, memory_bytes=memory, env=CHILD_ENV,
                                          stdin_data=stdin, isolation=Isolation(readable=readable),
-                                         channel=True, channel_limit=channel_limit)
+                                         channel=True, channel_limit=channel_limit, channel_sink=parser.feed)
             log = proc.tail(3000).replace(kernel, "<kernel>")
             if proc.timed_out:
                 return ChildRun(False, {}, timed_out=True, log=log, seconds=proc.seconds)
-            data, trace, arrays, problem = parse_channel(proc.channel)
-            if data is None and len(proc.channel or b"") >= channel_limit:
+            data, trace, arrays, problem = parser.finish()
+            if data is None and parser.size >= channel_limit:
                 problem = (f"its results reached the channel limit of {channel_limit >> 20} MiB (the memory limit); "
                            "raise it with autocomp.target.nki.memory_mb")
             if data is None:

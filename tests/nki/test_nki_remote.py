@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from autocomp.backends.nki.harness import parse_channel
+from autocomp.backends.nki.harness import ChannelParser, parse_channel
 from autocomp.backends.nki.interp import install
 from autocomp.backends.nki.interp.install import execute
 from autocomp.backends.nki.remote import KernelFailure, KernelProcess, _affine
@@ -128,3 +128,45 @@ def stash(a):
         assert "earlier kernel call" in info.value.error["message"]
     finally:
         proc.close()
+
+
+def _fed(raw: bytes, size: int):
+    """ChannelParser fed ``raw`` in chunks of ``size`` bytes, as the channel reader does."""
+    parser = ChannelParser()
+    for i in range(0, len(raw), size):
+        parser.feed(raw[i:i + size])
+    return parser.finish()
+
+
+def _same_parse(a, b) -> None:
+    assert a[0] == b[0] and a[3] == b[3]
+    assert [ins.to_list() for ins in a[1]] == [ins.to_list() for ins in b[1]]
+    assert a[2].keys() == b[2].keys() and all(np.array_equal(a[2][k], b[2][k]) for k in a[2])
+
+
+_INS = Instr("memset", "vector", 3, 128, 4, 4, (), ((1, 0, 128, 0, 16),), {}).to_list()
+_ARR = np.arange(6, dtype=np.float32).reshape(2, 3)
+FED_CHANNELS = [
+    _line(["t", [["i", _INS], ["i", _INS], ["a", 1, [[1, 0, 128, 0, 16]], []]]]) + _line(["i", _INS])
+    + _line(["array", "s0_out0", "float32", [2, 3], _ARR.nbytes]) + _ARR.tobytes() + _line(["result", {"status": "ok"}]),
+    _line(["t", [["i", _INS]]]) + b"\n" + _line(["t", [["i", _INS]]]) + _line(["result", {}]),  # an empty line mid-trace
+    _line(["t", [["a", 3, [], []]]]) + _line(["result", {}]),  # amends an instruction never sent
+    _line(["t", [["i", _INS]]]) + b'["t", [["i", ',  # cut mid-line
+    _line(["t", "x"]) + _line(["result", {}]),
+    _line(["t", [["i", _INS]]]) + _line(["result", {}]) + _line(["t", [["i", _INS]]]),  # trace after the result
+    _line(["i", _INS]) + _line(["whatever"]),
+    b"",
+] + [raw for raw, _ in [
+    (_line(["result", {"status": "ok"}]) + _line(["result", {"status": "ok"}]), ""),
+    (_line(["i", ["x", "warp", 1, 1, 1, 4, [], [], {}]]), ""),
+    (_line(["array", "k", "float32", [4], 16]) + b"\0" * 8, ""),
+]]
+
+
+@pytest.mark.parametrize("raw", FED_CHANNELS, ids=range(len(FED_CHANNELS)))
+@pytest.mark.parametrize("size", [1, 7, 4096, 1 << 30])
+def test_channel_fed_as_it_arrives_parses_as_the_whole_channel(raw, size):
+    """The parent parses the trace while the child runs (ChannelParser, fed by the channel
+    reader): whatever the chunks, the outcome (result, trace, arrays, or the refusal) is the
+    one parse_channel gives for the whole channel."""
+    _same_parse(_fed(raw, size), parse_channel(raw))

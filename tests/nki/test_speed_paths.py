@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from autocomp.backends.nki.detect import find_kernels
-from autocomp.backends.nki.harness import parse_channel
+from autocomp.backends.nki.harness import ChannelParser, parse_channel
 from autocomp.backends.nki.interp import core
 from autocomp.backends.nki.interp.core import _plain_key, normalize_key
 from autocomp.backends.nki.interp.errors import NkiError
@@ -127,8 +127,14 @@ def _channel_trace(path: Path, sink_of, tmp: Path) -> tuple[list, list]:
         sink.flush()
     ch.message(["result", {"status": "ok"}])
     os.close(wr)
-    result, trace, _, problem = parse_channel(tmp.read_bytes())
+    raw = tmp.read_bytes()
+    result, trace, _, problem = parse_channel(raw)
     assert problem == "" and result == {"status": "ok"}
+    fed = ChannelParser()  # as the parent reads it while the child runs, in pipe-sized chunks
+    for i in range(0, len(raw), 65536):
+        fed.feed(raw[i:i + 65536])
+    result_fed, trace_fed, _, problem_fed = fed.finish()
+    assert (result_fed, problem_fed) == (result, problem) and trace_fed == trace
     return res.trace, trace
 
 
