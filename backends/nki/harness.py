@@ -270,7 +270,7 @@ def compare(expected: np.ndarray, got: np.ndarray, what: str) -> str | None:
     if expected.dtype.kind in "iub":
         bad = np.count_nonzero(expected != got)
         return None if bad == 0 else f"{what}: {bad} of {expected.size} integer elements differ"
-    if _same_bytes(expected, got) and not np.isinf(expected).any():
+    if same_bytes(expected, got) and not np.isinf(expected).any():
         # Bit for bit the expected values (a candidate computing as the original does): every
         # element passes the test below (no infinity there, which that test never accepts), so
         # its float64 passes over hundreds of MB at published shapes are skipped.
@@ -557,10 +557,6 @@ def _afters(run: ChildRun, seed: int, given: list[np.ndarray]) -> list[np.ndarra
         else:
             break
     return out
-
-
-def _same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
-    return same_bytes(a, b)  # (a module-level name the tests replace)
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:

@@ -374,16 +374,10 @@ class KernelProcess:
         raise TypeError(f"the interpreter cannot hand a {type(x).__name__} to kernel code")
 
     def _decode(self, x: Any, arrays: bool = False) -> Any:
-        tx = type(x)
-        if tx is not dict:
-            if x is None or tx is int or tx is float or tx is str or tx is bool:  # (what JSON gives)
+        if type(x) is not dict:
+            if x is None or isinstance(x, (bool, int, float, str)):
                 return x
-            if isinstance(x, dict):
-                pass
-            elif isinstance(x, (bool, int, float, str)):
-                return x
-            else:
-                raise ValueError(f"bad value {type(x).__name__}")
+            raise ValueError(f"bad value {type(x).__name__}")
         if "t" in x:
             return self._tensor(x["t"])
         if "pd" in x:

@@ -241,12 +241,12 @@ def _full_compare(e: np.ndarray, g: np.ndarray):
     """The comparison without its shortcut (the reference the shortcut must agree with)."""
     from autocomp.backends.nki import harness
 
-    saved = harness._same_bytes
-    harness._same_bytes = lambda a, b: False
+    saved = harness.same_bytes
+    harness.same_bytes = lambda a, b: False
     try:
         return harness.compare(e, g, "out")
     finally:
-        harness._same_bytes = saved
+        harness.same_bytes = saved
 
 
 def test_kernel_process_encodes_values_as_before():
