@@ -39,7 +39,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from autocomp.backends.base import BackendError
 
@@ -535,6 +535,12 @@ async def _run(
         _kill_group(proc)
         _drop_cgroup(cgroup)
         readers.cancel()
+        # Nobody awaits these any more: their outcome is taken here, or a finalizer would log
+        # it whenever the garbage collector runs (on CPython 3.11, inside an ast.parse that
+        # then fails with "AST constructor recursion depth mismatch").
+        for pending in (readers, channel_task):
+            if pending is not None:
+                pending.add_done_callback(_outcome_taken)
         _close_transport(proc)
         raise
     finally:
@@ -564,6 +570,12 @@ async def _run(
         isolation=label_,
         truncated=out_cut or err_cut,
     )
+
+
+def _outcome_taken(future: "asyncio.Future[Any]") -> None:
+    """Mark a future's exception as retrieved (it ended after its run was cancelled)."""
+    if not future.cancelled():
+        future.exception()
 
 
 def cpu_slots() -> int:

@@ -90,7 +90,8 @@ class NkiBackend(Backend):
         if self._use_neuron():
             tools = self._neuron_tools()
             return list(await asyncio.gather(*(tools.evaluate(problem, c) for c in codes)))
-        await self.harness.oracle(problem)  # once, before the candidates fan out
+        # The original runs once, however many candidates wait for it; a candidate may start
+        # on its first input set while it runs (Harness.early_start).
         return list(await asyncio.gather(*(self.harness.evaluate(problem, c) for c in codes)))
 
     def _neuron_tools(self):

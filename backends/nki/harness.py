@@ -36,7 +36,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -171,6 +171,7 @@ def _trace_line(msg: Any, trace: list[Instr]) -> bool:
 
 
 _TRACE_LINE_STARTS = (b'["t",', b'["i",', b'["a",')
+_EARLY_LINE_STARTS = (b'["array",', b'["inputs",')
 
 
 class ChannelParser:
@@ -178,9 +179,15 @@ class ChannelParser:
     called on the channel reader's thread): the trace, which the child streams while it
     runs, is parsed meanwhile on a core the child leaves free; from the first line that is
     not a trace message on, everything is parsed at the end by ``parse_channel`` itself, so
-    the result is the one the whole channel would give."""
+    the result is the one the whole channel would give.
 
-    def __init__(self) -> None:
+    The one exception is the oracle's first input set, which its child sends before it runs
+    the original (``early_inputs``): the arrays and the ``["inputs", seed, n]`` line after
+    them are taken here as they come, ``on_inputs(seed, arrays)`` is called with them (from
+    the reader's thread), and they join the arrays of the result."""
+
+    def __init__(self, on_inputs: Callable[[int, list[np.ndarray]], None] | None = None) -> None:
+        """``on_inputs``: given for an oracle's channel, which starts with its first input set."""
         self.buf = bytearray()
         self.pos = 0  # start of the first line not parsed yet
         self.lines = 0
@@ -188,6 +195,9 @@ class ChannelParser:
         self.tracing = True
         self.problem = ""
         self.size = 0  # bytes received
+        self.on_inputs = on_inputs
+        self.early: dict[str, np.ndarray] = {}  # the oracle's first input set, once sent
+        self.inputs_done = False
 
     def feed(self, chunk: bytes) -> None:
         self.size += len(chunk)
@@ -197,6 +207,10 @@ class ChannelParser:
             if end < 0:
                 break
             line = self.buf[self.pos:end]
+            if self.on_inputs is not None and not self.inputs_done and not self.trace and line.startswith(_EARLY_LINE_STARTS):
+                if not self._early_line(line, end):
+                    break
+                continue
             if not line.startswith(_TRACE_LINE_STARTS):
                 self.tracing = False  # parse_channel takes it from here
                 break
@@ -216,13 +230,48 @@ class ChannelParser:
             del self.buf[:self.pos]
             self.pos = 0
 
+    def _early_line(self, line: bytearray, end: int) -> bool:
+        """Take one line of the early input set (an array with its bytes, or the closing
+        ``inputs`` line); False when the array's bytes have not all arrived yet, or when the
+        line is malformed (then ``problem`` says why and streaming stops)."""
+        try:
+            msg = json.loads(line)
+            if msg[0] == "array":
+                key, dtype, shape, nbytes = str(msg[1]), str(msg[2]), [int(x) for x in msg[3]], int(msg[4])
+                if len(self.buf) - end - 1 < nbytes:
+                    return False
+                if key in self.early or nbytes < 0:
+                    raise ValueError(f"bad array {key!r}")
+                self.early[key] = _array(bytes(self.buf[end + 1:end + 1 + nbytes]), dtype, shape)
+                self.pos = end + 1 + nbytes
+            else:
+                seed, count = int(msg[1]), int(msg[2])
+                arrays = [self.early[f"s{seed}_in{i}"] for i in range(count)]  # KeyError: one is missing
+                if len(self.early) != count:
+                    raise ValueError("arrays besides the input set")
+                self.inputs_done = True
+                self.pos = end + 1
+                self.on_inputs(seed, arrays)
+        except (ValueError, TypeError, IndexError, KeyError) as exc:
+            self.problem, self.tracing = f"malformed early inputs on the channel: {exc}", False
+            return False
+        self.lines += 1
+        return True
+
     def finish(self) -> tuple[dict[str, Any] | None, list[Instr], dict[str, np.ndarray], str]:
         self.tracing = False
         if self.problem:
             return None, [], {}, self.problem
+        if self.early and not self.inputs_done:
+            return None, [], {}, "early inputs without their closing line"
         del self.buf[:self.pos]
         self.pos = 0
-        return parse_channel(self.buf, self.trace, self.lines)
+        data, trace, arrays, problem = parse_channel(self.buf, self.trace, self.lines)
+        if data is None or not self.early:
+            return data, trace, arrays, problem
+        if any(k in arrays for k in self.early):
+            return None, [], {}, "an early input array sent again"
+        return data, trace, {**self.early, **arrays}, problem
 
 
 def _trace_message(msg: list[Any], trace: list[Instr]) -> bool:
@@ -296,7 +345,7 @@ class Harness:
 
     def __init__(self, seeds: tuple[int, ...] = DEFAULT_SEEDS, timeout: float = 60.0, memory_bytes: int = 3 * 1024**3,
                  python: str = sys.executable, concurrency: int = 2, reorder: bool = True,
-                 public_seeds: bool = False, seed_budget: float = SEED_BUDGET) -> None:
+                 public_seeds: bool = False, seed_budget: float = SEED_BUDGET, early_start: bool = True) -> None:
         self.seeds = tuple(seeds)
         self.seed_budget = float(seed_budget)
         # The RNG seeds behind the seed labels: drawn from `secrets` once per harness, so no
@@ -312,6 +361,8 @@ class Harness:
         self.concurrency = max(1, concurrency)
         self._sems: dict[int, asyncio.Semaphore] = {}
         self._oracles: dict[str, Oracle] = {}
+        self._jobs: dict[str, _OracleJob] = {}
+        self.early_start = early_start
         self._scratch = ScratchRoot(self, "autocomp-nki-")  # the children's work folders
 
     @property
@@ -335,7 +386,9 @@ class Harness:
                 f"{TIME_FACTOR:g}x the original's time); raise it with autocomp.target.nki.timeout (seconds)")
 
     async def _run_child(self, file_text: str, function: str, mode: str, extra: dict[str, Any],
-                         source_dir: str = "", inputs_npz: bytes = b"", oracle: "Oracle | None" = None) -> ChildRun:
+                         source_dir: str = "", inputs_npz: bytes = b"", oracle: "Oracle | None" = None,
+                         limits: tuple[float, int] | None = None,
+                         on_inputs: Callable[[int, list[np.ndarray]], None] | None = None) -> ChildRun:
         workdir = tempfile.mkdtemp(prefix=f"{mode}-", dir=self._root)
         os.chmod(workdir, 0o700)
         kernel = os.path.join(workdir, "kernel.py")
@@ -349,11 +402,11 @@ class Harness:
         sem = self._sems.setdefault(loop_id, asyncio.Semaphore(self.concurrency))
         try:
             async with sem:
-                seconds, memory = self.limits(oracle)
+                seconds, memory = limits or self.limits(oracle)
                 # The results channel may carry what the child may hold: it grows with the
                 # problem through the memory limit (inputs, outputs and arguments of every seed).
                 channel_limit = max(CHANNEL_LIMIT, memory)
-                parser = ChannelParser()
+                parser = ChannelParser(on_inputs)
                 proc = await run_limited([self.python, "-I", "-m", "autocomp.backends.nki.runner"], cwd=workdir,
                                          timeout=seconds, memory_bytes=memory, env=CHILD_ENV,
                                          stdin_data=stdin, isolation=Isolation(readable=readable),
@@ -382,9 +435,36 @@ class Harness:
         key = problem.content_hash()
         if key in self._oracles:
             return self._oracles[key]
+        return await asyncio.shield(self._oracle_job(problem).task)
+
+    def _oracle_job(self, problem: Problem) -> "_OracleJob":
+        """The run of the original for ``problem`` on this event loop: one, however many
+        evaluations wait for it (a failed one is run again by the next caller)."""
+        loop = asyncio.get_running_loop()
+        key = problem.content_hash()
+        job = self._jobs.get(key)
+        if job is not None and job.loop is loop and not (job.task.done() and (job.task.cancelled() or job.task.exception())):
+            return job
+        inputs: asyncio.Future = loop.create_future()
+
+        def ready(seed: int, arrays: list[np.ndarray]) -> None:  # on the channel reader's thread
+            def resolve() -> None:
+                if not inputs.done():
+                    inputs.set_result((seed, arrays))
+            try:
+                loop.call_soon_threadsafe(resolve)
+            except RuntimeError:  # the loop has closed: nobody is waiting
+                pass
+
+        job = self._jobs[key] = _OracleJob(loop, loop.create_task(self._run_oracle(problem, ready)), inputs)
+        return job
+
+    async def _run_oracle(self, problem: Problem, ready: Callable[[int, list[np.ndarray]], None]) -> Oracle:
+        key = problem.content_hash()
         run = await self._run_child(problem.file_text, problem.name, "oracle",
-                                    {"rng_seeds": [self.rng_seeds[s] for s in self.seeds], "seed_budget": self.seed_budget},
-                                    _source_dir(problem))
+                                    {"rng_seeds": [self.rng_seeds[s] for s in self.seeds], "seed_budget": self.seed_budget,
+                                     "early_inputs": self.early_start},
+                                    _source_dir(problem), on_inputs=ready)
         if not run.ok:
             if run.timed_out:
                 raise BackendError(f"{problem.path}: the original kernel did not finish within {self.limits()[0]:.0f}s in the "
@@ -432,12 +512,17 @@ class Harness:
                 verdict = Verdict.COMPILE_ERROR if any(i.kind == "syntax" for i in issues) else Verdict.REJECTED
                 text = "\n".join(f"{problem.path}:{i.line}: {i.message}" for i in issues[:10])
                 return Evaluation(verdict, feedback=text)
-        oracle = await self.oracle(problem)
         text = problem.file_with(code)
-        extra = {"inputs": {"dtypes": oracle.input_dtypes}, "poison": oracle.out_args, "reorder": self.reorder,
-                 "seeds": list(oracle.seeds)}
-        run = await self._run_child(text, problem.name, "candidate", extra, _source_dir(problem), oracle.inputs_npz,
-                                    oracle=oracle)
+        oracle = self._oracles.get(problem.content_hash())
+        early = None
+        if oracle is None:
+            oracle, early = await self._beside_oracle(problem, text)
+        run = await self._finish_early(problem, text, oracle, *early) if early is not None else None
+        if run is None:
+            extra = {"inputs": {"dtypes": oracle.input_dtypes}, "poison": oracle.out_args, "reorder": self.reorder,
+                     "seeds": list(oracle.seeds)}
+            run = await self._run_child(text, problem.name, "candidate", extra, _source_dir(problem), oracle.inputs_npz,
+                                        oracle=oracle)
         if run.timed_out:
             return Evaluation(Verdict.TIMEOUT, feedback="the kernel did not finish within "
                               f"{self._limit_note(self.limits(oracle)[0])} in the interpreter")
@@ -490,6 +575,77 @@ class Harness:
                          f"original's runs stay within autocomp.target.nki.seed_budget = {self.seed_budget:g} s; raise it to "
                          "check every set.")
         return Evaluation(Verdict.CORRECT, metrics=metrics, feedback=feedback, tier=TIER, confirmed=False)
+
+
+    # -- a candidate started beside the original --------------------------------------
+    async def _beside_oracle(self, problem: Problem, text: str) -> tuple[Oracle, tuple[int, asyncio.Task] | None]:
+        """The oracle, and the candidate's run on the first input set if it could start while
+        the original was still running (``early_start``): as soon as the oracle's child has
+        sent that set, before its own run. On two cores the original and a first candidate
+        (the search's baseline, ``autocomp eval``) then take the time of the longer one."""
+        job = self._oracle_job(problem)
+        early = None
+        if self.early_start:
+            await asyncio.wait({job.task, job.inputs}, return_when=asyncio.FIRST_COMPLETED)
+            if job.inputs.done() and not job.task.done():
+                seed, arrays = job.inputs.result()
+                early = (seed, asyncio.ensure_future(self._early_run(problem, text, seed, arrays)))
+        try:
+            oracle = await asyncio.shield(job.task)
+        except BaseException:
+            if early is not None:
+                early[1].cancel()
+                await asyncio.gather(early[1], return_exceptions=True)
+            raise
+        return oracle, early
+
+    async def _early_run(self, problem: Problem, text: str, seed: int, arrays: list[np.ndarray]) -> ChildRun:
+        """The candidate on ``seed``'s inputs (and the reversed run), before the oracle is
+        known: no argument poisoned, and the smallest limits a candidate can get (the
+        settings; a candidate's grow with the original's time and data)."""
+        in_arrays = {f"s{seed}_in{i}": a for i, a in enumerate(arrays)}
+        buf = io.BytesIO()
+        dtypes = save_arrays(buf, in_arrays)
+        memory = max(self.memory_bytes, MEMORY_BASE + MEMORY_PER_DATA_BYTE * sum(int(a.nbytes) for a in arrays))
+        extra = {"inputs": {"dtypes": dtypes}, "poison": [], "reorder": self.reorder, "seeds": [seed]}
+        return await self._run_child(text, problem.name, "candidate", extra, _source_dir(problem), buf.getvalue(),
+                                     limits=(self.timeout, memory))
+
+    async def _finish_early(self, problem: Problem, text: str, oracle: Oracle, seed: int,
+                            task: "asyncio.Task[ChildRun]") -> ChildRun | None:
+        """The early run as the candidate's run, completed with the oracle's other input
+        sets; None when it cannot stand for the run the oracle asks for (it failed or timed
+        out under its smaller limits, or the original writes an argument, which candidates
+        get poisoned): then the candidate runs again, as if nothing had started early."""
+        try:
+            run = await task
+        except Exception:  # noqa: BLE001 - the ordinary run decides
+            return None
+        if not run.ok or oracle.out_args or oracle.seeds[0] != seed:
+            return None
+        rest = [s for s in oracle.seeds if s != seed]
+        if not rest:
+            return run
+        more = await self._run_child(text, problem.name, "candidate",
+                                     {"inputs": {"dtypes": oracle.input_dtypes}, "poison": [], "reorder": False,
+                                      "seeds": rest}, _source_dir(problem), oracle.inputs_npz, oracle=oracle)
+        if not more.ok:
+            return more
+        data = dict(run.data)
+        for key in ("counts", "same_after"):
+            data[key] = {**run.data.get(key, {}), **more.data.get(key, {})}
+        data["cpu_seconds"] = float(run.data.get("cpu_seconds", 0.0)) + float(more.data.get("cpu_seconds", 0.0))
+        return ChildRun(True, data, {**run.arrays, **more.arrays}, trace=run.trace, log=more.log,
+                        seconds=run.seconds + more.seconds)
+
+
+@dataclass(repr=False)
+class _OracleJob:
+    """The original's run in progress: its task, and the first input set once its child has
+    sent it."""
+    loop: asyncio.AbstractEventLoop
+    task: "asyncio.Task[Oracle]"
+    inputs: asyncio.Future
 
 
 def _error_evaluation(err: dict[str, Any], path: str) -> Evaluation:

@@ -16,7 +16,9 @@ inputs are read, with stdin and every descriptor but two pipes closed, and serve
 kernel process for the seeds and a fresh one for the reversed run, each compiling the
 kernel text read here before any kernel code ran.
 
-Everything goes back on the channel, descriptor 3, which only this process holds: the
+Everything goes back on the channel, descriptor 3, which only this process holds: with
+``early_inputs`` (oracle mode), first the first seed's input arrays and ``["inputs", seed,
+n]``, before the original runs (the parent starts a candidate on them meanwhile); the
 instructions of the first seed's run as they are recorded, in batches (``["t", [...]]`` of
 ``["i", instr]``, and ``["a", index, reads, writes]`` for regions added to an instruction
 already sent; see :class:`TraceBatch`), the arrays (``["array", key, dtype, shape, nbytes]``
@@ -409,6 +411,7 @@ def run(request: dict[str, Any], channel: Channel | None = None, inputs_raw: byt
     seeds = [int(s) for s in request["seeds"]]
     kprocs: list[KernelProcess] = []
     rev_fn = None
+    early: set[str] = set()  # input arrays already on the channel
     if mode == "oracle":
         if request.get("source_dir"):
             # After site-packages, so a file there cannot shadow numpy or the interpreter.
@@ -439,6 +442,14 @@ def run(request: dict[str, Any], channel: Channel | None = None, inputs_raw: byt
                 return _error("inputs", f"making inputs for seed {seed} failed: {type(exc).__name__}: {exc}"), {}
             # Sent (below) only for the seeds that run: a large problem runs fewer input sets,
             # and the inputs of the others were most of the channel's bytes.
+        if channel is not None and request.get("early_inputs"):
+            # The first set always runs: sent now, so that the parent can start a candidate
+            # on it while the original runs (it is not sent again below).
+            first = seeds[0]
+            for i, a in enumerate(inputs[first]):
+                channel.array(f"s{first}_in{i}", a)
+                early.add(f"s{first}_in{i}")
+            channel.message(["inputs", first, len(inputs[first])])
     else:
         src = _load_inputs(inputs_raw, request["inputs"]["dtypes"])
         inputs = {}
@@ -486,7 +497,8 @@ def run(request: dict[str, Any], channel: Channel | None = None, inputs_raw: byt
             result["counts"][str(seed)] = [len(res.outputs), len(res.args_after)]
             if mode == "oracle":
                 for i, a in enumerate(inputs[seed]):
-                    arrays[f"s{seed}_in{i}"] = a
+                    if f"s{seed}_in{i}" not in early:
+                        arrays[f"s{seed}_in{i}"] = a
             for i, o in enumerate(res.outputs):
                 arrays[f"s{seed}_out{i}"] = o
             same = []

@@ -122,6 +122,9 @@ class State:
         # The kernel line of the request being served when the kernel's Python runs in
         # another process (autocomp.backends.nki.remote); None when it runs in this one.
         self.remote_line: int | None = None
+        # (file, line) of the kernel code whose call into nl.*/nisa.* is running here, set
+        # by that call's wrapper (install._styled): call_site's answer without a frame walk.
+        self.site: tuple[str, int] | None = None
         # Loop context of recorded instructions (the cost model's view of the compiler's
         # loop vectorization): a stack of [id, trip count, iteration, is affine_range] for the
         # loops being iterated here, and while serving the kernel process, the innermost
@@ -140,8 +143,25 @@ def frozen_index_array(arr: np.ndarray) -> np.ndarray:
     reach) made read-only, its bounds computed once for this run's index checks."""
     arr.flags.writeable = False
     if arr.size and arr.dtype.kind in "iu":
-        STATE.index_bounds[id(arr)] = (arr, int(arr.min()), int(arr.max()))
+        lo, hi = int(arr.min()), int(arr.max())
+        STATE.index_bounds[id(arr)] = (arr, lo, hi, _range_axis(arr, lo, hi))
     return arr
+
+
+def _range_axis(arr: np.ndarray, lo: int, hi: int) -> int | None:
+    """The axis along which ``arr`` runs lo, lo+1, …, hi with every other axis of extent 1
+    (``nl.arange(n)[:, None] + k`` and the like), -1 for a single element, None otherwise.
+    An index made of such arrays, one per axis in order, selects what a slice per axis
+    would: :func:`_array_key` then gives the view a basic-slicing equivalent."""
+    if arr.size == 1:
+        return -1
+    axes = [i for i, n in enumerate(arr.shape) if n != 1]
+    if len(axes) != 1 or hi - lo + 1 != arr.size:
+        return None
+    flat = arr.reshape(-1)
+    if flat[0] != lo or not np.array_equal(flat, np.arange(lo, hi + 1, dtype=flat.dtype)):
+        return None
+    return axes[0]
 
 
 _GENERATIONS = itertools.count()
@@ -181,6 +201,8 @@ def call_site() -> tuple[str, int]:
     """File and line of the kernel source that made the current NKI call."""
     if STATE.remote_line is not None and STATE.kernel_file:
         return STATE.kernel_file, STATE.remote_line
+    if STATE.site is not None:
+        return STATE.site
     frame = sys._getframe(1)
     fallback: tuple[str, int] | None = None
     kernel_file = STATE.kernel_file
@@ -198,6 +220,19 @@ def call_site() -> tuple[str, int]:
                 return fallback
         frame = frame.f_back
     return fallback or ("<kernel>", 0)
+
+
+def kernel_site(frame: Any) -> tuple[str, int] | None:
+    """What :func:`call_site` answers while ``frame`` is the innermost frame of the kernel
+    file (its file and current line), or None when ``frame`` runs other code."""
+    code = frame.f_code
+    info = _CODE_INFO.get(code)
+    if info is None:
+        path = _abs(code.co_filename)
+        info = _CODE_INFO[code] = (path, path.startswith(_INTERP_DIR))
+    if STATE.kernel_file and info[0] == STATE.kernel_file:
+        return code.co_filename, frame.f_lineno
+    return None
 
 
 def fail(kind: str, message: str, call: str = "", limit: str = "", static: bool = False) -> NkiError:
@@ -281,7 +316,8 @@ class Allocation:
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, buffer: str, name: str = "", *,
                  data: np.ndarray | None = None, count: bool = True, call: str = "nl.ndarray", pdim: int = 0) -> None:
-        shape = tuple(int(s) for s in shape)
+        if type(shape) is not tuple or not all(type(s) is int for s in shape):
+            shape = tuple(int(s) for s in shape)
         self.pdim = pdim
         if any(s <= 0 for s in shape):
             raise fail("bad-shape", f"shape {shape} has a non-positive dimension", call)
@@ -292,7 +328,8 @@ class Allocation:
         _, self.line = call_site()
         self.is_input = False
         self.counted = False
-        itemsize = np.dtype(dtype).itemsize
+        dtype = np.dtype(dtype)
+        itemsize = dtype.itemsize
         # Block dimensions (those before an nl.par_dim) are separate tiles in the same
         # partitions: every dimension but the partition one costs bytes per partition.
         self.bytes_pp = (math.prod(shape) // shape[pdim] if shape else 1) * itemsize if on_chip else 0
@@ -352,7 +389,7 @@ class Allocation:
                     # Python still references more than fits, but the compiler frees a tile
                     # after its last use: decided at the end of the run from the trace.
                     STATE.overflow = True
-                STATE.alloc_info[self.id] = (self.buffer, self.bytes_pp, self.line, name, shape, np.dtype(dtype))
+                STATE.alloc_info[self.id] = (self.buffer, self.bytes_pp, self.line, name, shape, dtype)
                 STATE.used[self.buffer] += self.bytes_pp
                 self.counted = True
                 # Released by __del__ (when Python drops the last reference), not by a
@@ -407,7 +444,8 @@ class Tensor:
     """A view of an allocation: what kernels index, pass to instructions and return."""
 
     # Internal state is underscore-named: kernels may not touch private attributes (static.py).
-    __slots__ = ("_alloc", "_data", "_written", "_key", "_fresh", "_from_te", "_producer", "_valid", "_kshape", "__weakref__")
+    __slots__ = ("_alloc", "_data", "_written", "_key", "_basic", "_fresh", "_from_te", "_producer", "_valid", "_kshape",
+                 "__weakref__")
 
     def __init__(self, alloc: Allocation, data: np.ndarray, written: np.ndarray, key: tuple | None = None,
                  valid: np.ndarray | None = None) -> None:
@@ -420,6 +458,10 @@ class Tensor:
         self._data = data
         self._written = written
         self._key = key
+        # (slices, their shape) selecting exactly the elements the index arrays of ``key``
+        # select, in the same order (None when there are none): the data moves by basic
+        # slicing, while shape, bounds and the cost model's regions still follow ``key``.
+        self._basic: tuple | None = None
         self._fresh = False
         self._from_te = False
         self._producer = -1
@@ -438,7 +480,8 @@ class Tensor:
         if self._key is None:
             return self._data.shape  # already a tuple (a hot path: every instruction asks)
         if self._kshape is None:
-            self._kshape = tuple(self._data[self._key].shape) if self._data.size else ()
+            shape = _advanced_shape(self._key) if self._data.size else ()
+            self._kshape = tuple(self._data[self._key].shape) if shape is None else shape
         return self._kshape
 
     @property
@@ -487,6 +530,11 @@ class Tensor:
         if fast is not None:  # integers and in-bounds slices only: what normalize_key would return
             key = fast
         else:
+            arrays = _array_key(key, self._data.shape)
+            if arrays is not None:  # integers and in-bounds index arrays: likewise
+                view = Tensor(self._alloc, self._data, self._written, arrays[0], None)
+                view._basic = arrays[1]
+                return view
             if any(isinstance(k, Tensor) for k in (key if isinstance(key, tuple) else (key,))):
                 key = self._indirect_key(key)
             oob: list[str] = []
@@ -520,12 +568,22 @@ class Tensor:
         return tuple(out)
 
     def _values(self) -> np.ndarray:
-        return self._data if self._key is None else self._data[self._key]
+        if self._key is None:
+            return self._data
+        if self._basic is None:
+            return self._data[self._key]
+        values = self._data[self._basic[0]]
+        return values if self._basic[1] == self.shape else values.reshape(self.shape)
 
     def _written_mask(self) -> np.ndarray:
         if self._alloc.full:
             return np.broadcast_to(np.True_, self.shape)  # read-only, allocates nothing
-        return self._written if self._key is None else self._written[self._key]
+        if self._key is None:
+            return self._written
+        if self._basic is None:
+            return self._written[self._key]
+        written = self._written[self._basic[0]]
+        return written if self._basic[1] == self.shape else written.reshape(self.shape)
 
     def _all_written(self) -> bool:
         return self._alloc.full or bool(self._written_mask().all())
@@ -562,9 +620,13 @@ class Tensor:
                 self._written[...] = True
                 if self._data.size == self._alloc._data.size:
                     self._alloc.full = True
-        else:
+        elif self._basic is None:
             self._data[self._key] = cast
             self._written[self._key] = True
+        else:
+            key, sliced = self._basic
+            self._data[key] = cast if sliced == shape else cast.reshape(sliced)
+            self._written[key] = True
 
     # -- old-API conveniences -----------------------------------------------------------
     def __setitem__(self, key: Any, value: Any) -> None:
@@ -756,6 +818,65 @@ def _plain_key(key: Any, shape: tuple[int, ...]) -> tuple | None:
     return tuple(out)
 
 
+def _array_key(key: Any, shape: tuple[int, ...]) -> tuple | None:
+    """The normalized key when ``key`` is a tuple of one in-bounds Python integer or integer
+    index array per axis, with at least one array (a view made with nl.arange expressions,
+    the form of every tile access in AWS's tutorials), else None (then
+    :func:`normalize_key` decides, errors included). Arrays the interpreter made read-only
+    (:func:`frozen_index_array`) have their bounds already; others are measured here, as
+    normalize_key would."""
+    if type(key) is not tuple or len(key) != len(shape):
+        return None
+    bounds = STATE.index_bounds
+    arrays: list[tuple[np.ndarray, int]] = []  # (array, the axis it runs along or -1)
+    basic: list[Any] | None = []  # the basic-slicing equivalent (see _range_axis), while possible
+    for k, size in zip(key, shape):
+        tk = type(k)
+        if tk is int:
+            if not 0 <= k < size:
+                return None
+            if basic is not None:
+                basic.append(k)
+        elif tk is np.ndarray:
+            known = bounds.get(id(k))
+            if known is not None and known[0] is k:
+                lo, hi = known[1], known[2]
+                if basic is not None:
+                    if known[3] is None:
+                        basic = None
+                    else:
+                        basic.append(slice(lo, hi + 1))
+                        arrays.append((k, known[3]))
+            elif k.size and k.dtype.kind in "iu":
+                lo, hi = int(k.min()), int(k.max())
+                basic = None
+            else:
+                return None
+            if lo < 0 or hi >= size:
+                return None
+            if basic is None:
+                arrays.append((k, -1))
+        else:
+            return None
+    if not arrays:
+        return None
+    if basic is None:
+        return key, None
+    # NumPy gives the arrays' broadcast shape, each array's range on its own axis; the
+    # slices give their lengths in key order. Same elements in the same row-major order
+    # when the arrays' axes (counted in the broadcast shape) increase along the key.
+    ndim = max(a.ndim for a, _ in arrays)
+    last = -1
+    for a, axis in arrays:
+        if axis == -1:
+            continue
+        axis += ndim - a.ndim
+        if axis <= last:
+            return key, None
+        last = axis
+    return key, (tuple(basic), tuple(k.stop - k.start for k in basic if type(k) is slice))
+
+
 def normalize_key(key: Any, shape: tuple[int, ...], call: str, deferred: list[str] | None = None) -> tuple:
     """Check bounds of an index (ints, slices, index arrays) and return a tuple key.
 
@@ -865,6 +986,31 @@ def normalize_key(key: Any, shape: tuple[int, ...], call: str, deferred: list[st
     return tuple(out)
 
 
+def _advanced_shape(key: tuple) -> tuple[int, ...] | None:
+    """The shape NumPy gives ``data[key]`` when every entry of ``key`` is an integer or an
+    index array (then all are advanced indices and the result has their broadcast shape),
+    worked out without gathering the elements; None for any other key (slices, None), whose
+    shape the caller takes from NumPy itself. Views made with nl.arange expressions ask for
+    their shape on every instruction, so this is a hot path."""
+    out: list[int] = []
+    for k in key:
+        if type(k) is int:
+            continue
+        if type(k) is not np.ndarray:
+            return None
+        shape = k.shape
+        if len(shape) > len(out):
+            out[:0] = [1] * (len(shape) - len(out))
+        off = len(out) - len(shape)
+        for i, n in enumerate(shape):
+            m = out[off + i]
+            if m == 1:
+                out[off + i] = n
+            elif n != 1 and n != m:
+                return None  # NumPy raises for this key: let it say why
+    return tuple(out)
+
+
 class _PastEnd:
     __slots__ = ("lo", "hi", "step")
 
@@ -892,15 +1038,18 @@ class ParDim(int):
 def new_tensor(shape: Iterable[int], dtype: Any, buffer: Any, name: str = "", call: str = "nl.ndarray",
                count: bool = True) -> Tensor:
     raw = tuple(shape if isinstance(shape, (tuple, list)) else (shape,))
-    marked = [i for i, s in enumerate(raw) if isinstance(s, ParDim)]
-    pdim = marked[0] if marked else 0
-    shape = tuple(int(s) for s in raw)
+    if all(type(s) is int for s in raw):  # plain integers (every instruction's result tile): no par_dim
+        shape, pdim = raw, 0
+    else:
+        marked = [i for i, s in enumerate(raw) if isinstance(s, ParDim)]
+        pdim = marked[0] if marked else 0
+        shape = tuple(int(s) for s in raw)
     buf = str(buffer) if buffer is not None else "sbuf"
     if buf not in ON_CHIP:
         pdim = 0
     if buf not in ON_CHIP + HBM_BUFFERS:
         raise fail("bad-buffer", f"unknown buffer {buffer!r}; use nl.sbuf, nl.psum, nl.hbm or nl.shared_hbm", call)
-    dt = as_dtype(dtype, call)
+    dt = dtype if type(dtype) is np.dtype else as_dtype(dtype, call)
     if buf == "shared_hbm" and STATE.grid:
         # SPMD launches: every program instance sees the same shared output tensor.
         key = (next(STATE.shared_counter), shape, dt.str)
@@ -989,8 +1138,12 @@ def record(opname: str, engine: str, partitions: int, free: int, dtype_bytes: in
         info["loop"] = loop
     reads, writes = list(reads), list(writes)
     # The ids of the operands that live in PSUM (the cost model's SBUF/PSUM interfaces and
-    # the ISA's one-input-in-PSUM tensor_tensor rate depend on it).
-    psum = list(dict.fromkeys(t._alloc.id for t in reads + writes if t._alloc.buffer == "psum"))
+    # the ISA's one-input-in-PSUM tensor_tensor rate depend on it), in order, once each.
+    psum: list[int] = []
+    for t in reads + writes:
+        a = t._alloc
+        if a.buffer == "psum" and a.id not in psum:
+            psum.append(a.id)
     if psum:
         info["psum"] = psum
     ins = Instr(opname, engine, line, int(partitions), int(free), int(dtype_bytes),
@@ -1108,6 +1261,13 @@ def region(t: Tensor) -> tuple[int, int, int, int, int]:
         if whole is None:
             whole = alloc.whole = (alloc.id, 0, max(1, base.shape[0]) if alloc.buffer in ON_CHIP else 1, 0,
                                    int(base.nbytes if alloc.buffer not in ON_CHIP else base.strides[0]))
+        return whole
+    if t._key is None and base.ndim == 1 and t._data.size == base.size and base.size and t._data.flags.c_contiguous:
+        # A whole one-axis on-chip tile (the older API's reductions make them): the general
+        # answer below, computed once per allocation.
+        whole = alloc.whole
+        if whole is None:
+            whole = alloc.whole = (alloc.id, 0, 1, 0, int(base.nbytes))
         return whole
     if t._key is not None or t._data.size == 0 or base.ndim == 0:
         return (t._alloc.id, 0, max(1, base.shape[0] if base.ndim else 1), 0, int(base.nbytes))

@@ -41,7 +41,19 @@ def _styled(style: str, name: str, fn: Callable[..., Any]) -> Callable[..., Any]
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
         _enter(style, name)
-        return fn(*args, **kwargs)
+        if STATE.site is not None or STATE.remote_line is not None:
+            return fn(*args, **kwargs)
+        # Called from the kernel's own code (this process runs it): every instruction and
+        # error of this call is at that line, found once here instead of by a frame walk
+        # per instruction (nothing a call runs goes back into kernel code).
+        site = core.kernel_site(sys._getframe(1))
+        if site is None:
+            return fn(*args, **kwargs)
+        STATE.site = site
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            STATE.site = None
 
     return call
 
