@@ -47,6 +47,7 @@ from autocomp.backends.nki.portable import same_bytes, save_arrays
 from autocomp.backends.nki.static import check_candidate
 from autocomp.scratch import ScratchRoot
 from autocomp.backends.nki.trace import Instr, region_from_json
+from autocomp.backends.nki.trace_wire import LINE_START as WIRE_LINE_START, TAG as WIRE_TAG, Decoder
 from autocomp.model import Evaluation, Metric, Problem, Verdict
 from autocomp.sandbox import Isolation, python_view, run_limited
 
@@ -110,10 +111,12 @@ CHANNEL_LIMIT = 256 << 20
 
 
 def parse_channel(raw: bytes | bytearray, trace: list[Instr] | None = None,
-                  lines: int = 0) -> tuple[dict[str, Any] | None, list[Instr], dict[str, np.ndarray], str]:
+                  lines: int = 0, wire: Decoder | None = None) -> tuple[dict[str, Any] | None, list[Instr], dict[str, np.ndarray], str]:
     """(result, trace, arrays, problem) from a child's channel; ``problem`` is "" when well
-    formed. ``trace`` and ``lines``: what :class:`ChannelParser` already read of it."""
+    formed. ``trace``, ``lines`` and ``wire`` (the binary batches' templates): what
+    :class:`ChannelParser` already read of it."""
     trace = [] if trace is None else trace
+    wire = Decoder() if wire is None else wire
     arrays: dict[str, np.ndarray] = {}
     result: dict[str, Any] | None = None
     pos, n = 0, lines
@@ -133,6 +136,15 @@ def parse_channel(raw: bytes | bytearray, trace: list[Instr] | None = None,
             if tag in ("t", "i", "a"):
                 if not _trace_line(msg, trace):
                     return None, [], {}, f"more than {MAX_TRACE} instructions"
+            elif tag == WIRE_TAG:
+                nbytes = int(msg[2])
+                payload = memoryview(raw)[pos:pos + nbytes]
+                if nbytes < 0 or len(payload) != nbytes:
+                    return None, [], {}, "truncated trace batch on the channel"
+                pos += nbytes
+                wire.define(msg[1])
+                if not wire.apply(payload, trace, MAX_TRACE):
+                    return None, [], {}, f"more than {MAX_TRACE} instructions"
             elif tag == "array":
                 key, dtype, shape, nbytes = str(msg[1]), str(msg[2]), [int(x) for x in msg[3]], int(msg[4])
                 data = memoryview(raw)[pos:pos + nbytes]  # no copy here: _array makes the one copy kept
@@ -144,7 +156,7 @@ def parse_channel(raw: bytes | bytearray, trace: list[Instr] | None = None,
                 result = msg[1]
             else:
                 return None, [], {}, f"unknown message on line {n}"
-        except (ValueError, TypeError, IndexError, KeyError) as exc:
+        except _MALFORMED as exc:
             return None, [], {}, f"malformed channel message {n}: {exc}"
     if result is None:
         return None, trace, arrays, "no result"
@@ -171,6 +183,9 @@ def _trace_line(msg: Any, trace: list[Instr]) -> bool:
 
 
 _TRACE_LINE_STARTS = (b'["t",', b'["i",', b'["a",')
+# What decoding a malformed channel raises (json's own errors are ValueErrors; a number
+# like 1e400 where a size belongs overflows int()).
+_MALFORMED = (ValueError, TypeError, IndexError, KeyError, OverflowError)
 _EARLY_LINE_STARTS = (b'["array",', b'["inputs",')
 
 
@@ -198,6 +213,7 @@ class ChannelParser:
         self.on_inputs = on_inputs
         self.early: dict[str, np.ndarray] = {}  # the oracle's first input set, once sent
         self.inputs_done = False
+        self.wire = Decoder()  # the binary trace batches' templates
 
     def feed(self, chunk: bytes) -> None:
         self.size += len(chunk)
@@ -211,13 +227,17 @@ class ChannelParser:
                 if not self._early_line(line, end):
                     break
                 continue
+            if line.startswith(WIRE_LINE_START):
+                if not self._wire_batch(line, end):
+                    break
+                continue
             if not line.startswith(_TRACE_LINE_STARTS):
                 self.tracing = False  # parse_channel takes it from here
                 break
             self.lines += 1
             try:
                 ok = _trace_line(json.loads(line), self.trace)
-            except (ValueError, TypeError, IndexError, KeyError) as exc:
+            except _MALFORMED as exc:
                 self.problem, ok = f"malformed channel message {self.lines}: {exc}", False
             else:
                 if not ok:
@@ -229,6 +249,28 @@ class ChannelParser:
         if self.pos > 1 << 20:  # what was parsed is not kept
             del self.buf[:self.pos]
             self.pos = 0
+
+    def _wire_batch(self, line: bytearray, end: int) -> bool:
+        """Take one binary trace batch (header line and payload); False when its payload has
+        not all arrived yet, or when it is malformed (then ``problem`` says why)."""
+        try:
+            msg = json.loads(line)
+            nbytes = int(msg[2])
+            if nbytes < 0:
+                raise ValueError("negative size")
+            if len(self.buf) - end - 1 < nbytes:
+                return False
+            self.wire.define(msg[1])
+            ok = self.wire.apply(memoryview(self.buf)[end + 1:end + 1 + nbytes], self.trace, MAX_TRACE)
+        except _MALFORMED as exc:
+            self.problem, self.tracing = f"malformed trace batch on the channel: {exc}", False
+            return False
+        if not ok:
+            self.problem, self.tracing = f"more than {MAX_TRACE} instructions", False
+            return False
+        self.lines += 1
+        self.pos = end + 1 + nbytes
+        return True
 
     def _early_line(self, line: bytearray, end: int) -> bool:
         """Take one line of the early input set (an array with its bytes, or the closing
@@ -252,7 +294,7 @@ class ChannelParser:
                 self.inputs_done = True
                 self.pos = end + 1
                 self.on_inputs(seed, arrays)
-        except (ValueError, TypeError, IndexError, KeyError) as exc:
+        except _MALFORMED as exc:
             self.problem, self.tracing = f"malformed early inputs on the channel: {exc}", False
             return False
         self.lines += 1
@@ -266,7 +308,7 @@ class ChannelParser:
             return None, [], {}, "early inputs without their closing line"
         del self.buf[:self.pos]
         self.pos = 0
-        data, trace, arrays, problem = parse_channel(self.buf, self.trace, self.lines)
+        data, trace, arrays, problem = parse_channel(self.buf, self.trace, self.lines, self.wire)
         if data is None or not self.early:
             return data, trace, arrays, problem
         if any(k in arrays for k in self.early):

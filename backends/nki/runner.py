@@ -19,9 +19,9 @@ kernel text read here before any kernel code ran.
 Everything goes back on the channel, descriptor 3, which only this process holds: with
 ``early_inputs`` (oracle mode), first the first seed's input arrays and ``["inputs", seed,
 n]``, before the original runs (the parent starts a candidate on them meanwhile); the
-instructions of the first seed's run as they are recorded, in batches (``["t", [...]]`` of
-``["i", instr]``, and ``["a", index, reads, writes]`` for regions added to an instruction
-already sent; see :class:`TraceBatch`), the arrays (``["array", key, dtype, shape, nbytes]``
+instructions of the first seed's run as they are recorded, in binary batches (``["tb",
+templates, nbytes]`` and the integers; see :class:`TraceBatch` and
+:mod:`autocomp.backends.nki.trace_wire`), the arrays (``["array", key, dtype, shape, nbytes]``
 followed by the raw bytes), and last ``["result", {...}]``.
 """
 
@@ -139,6 +139,11 @@ class Channel:
     def message(self, message: list[Any]) -> None:
         self._write((_ENCODE(message) + "\n").encode())
 
+    def blob(self, header: bytes, payload: bytes) -> None:
+        """A header line already encoded, then the raw bytes it announces."""
+        self._write(header)
+        self._write(payload)
+
     def batched(self) -> "TraceBatch":
         """A sink for the trace that sends its messages in bulk (see :class:`TraceBatch`)."""
         return TraceBatch(self)
@@ -158,42 +163,48 @@ class Channel:
 
 
 class TraceBatch:
-    """The trace's messages (``["i", ...]``, ``["a", ...]``) sent as ``["t", [message, ...]]``
-    lines of up to ``size`` messages: one JSON encoding and one write per batch instead of
-    per instruction (at published shapes that was a few seconds of the run), the parent
-    applying them in order exactly as if each had come alone. Only the interpreter's own
-    code appends here: a candidate's Python runs in other processes, and the original (the
-    oracle) is the user's own trusted file. :meth:`flush` before anything else goes on the
-    channel."""
+    """The trace sent in binary batches (:mod:`autocomp.backends.nki.trace_wire`) of up to
+    ``size`` instructions: one header line and one write of integers per batch instead of
+    JSON per instruction (at published shapes that was seconds of the run and more in the
+    parent), the parent rebuilding exactly the instructions and amendments sent. An
+    amendment of an instruction still in the batch is already in it (the interpreter adds
+    the regions to the recorded instruction itself); one of an instruction sent earlier
+    travels as its own record. Only the interpreter's own code appends here: a candidate's
+    Python runs in other processes, and the original (the oracle) is the user's own trusted
+    file. :meth:`flush` before anything else goes on the channel."""
 
     def __init__(self, channel: Channel, size: int = 4096) -> None:
+        from autocomp.backends.nki.trace_wire import Encoder
+
         self.channel = channel
         self.size = size
-        self.pending: list[list[Any]] = []
+        self.encoder = Encoder()
+        self.pending: list[Any] = []  # instructions (their final regions are encoded at the flush)
         self.count = 0  # instructions seen: the trace index of the next one
-        self.unsent: dict[int, list[Any]] = {}  # trace index -> its pending ["i", row]
+        self.sent = 0  # instructions already on the channel
 
-    def __call__(self, message: list[Any]) -> None:
-        if message[0] == "i":
-            self.unsent[self.count] = message
-            self.count += 1
-        elif message[0] == "a":
-            row = self.unsent.get(message[1])
-            if row is not None:
-                # Regions added to an instruction not sent yet go into it: the parent builds
-                # the same instruction as from the instruction and its amendment.
-                row[1][6].extend(message[2])
-                row[1][7].extend(message[3])
-                return
-        self.pending.append(message)
+    def instr(self, ins: Any) -> None:
+        self.pending.append(ins)
+        self.count += 1
         if len(self.pending) >= self.size:
             self.flush()
 
+    def amend(self, index: int, reads: tuple, writes: tuple) -> None:
+        if index >= self.sent:
+            return  # still pending: the instruction itself holds the added regions
+        self.encoder.amend(index, reads, writes)
+
+    def _encode_pending(self) -> None:
+        for ins in self.pending:
+            self.encoder.instr(ins)
+        self.sent += len(self.pending)
+        self.pending = []
+
     def flush(self) -> None:
-        if self.pending:
-            batch, self.pending = self.pending, []
-            self.unsent.clear()
-            self.channel.message(["t", batch])
+        self._encode_pending()
+        batch = self.encoder.batch()
+        if batch is not None:
+            self.channel.blob(*batch)
 
 
 def _load_inputs(raw: bytes, dtypes: dict[str, str]) -> dict[str, np.ndarray]:

@@ -1121,11 +1121,29 @@ def _named(t: Tensor) -> str:
 # Where each instruction goes as it is recorded, besides STATE.trace: the harness child sets
 # a writer to its result channel, so the parent holds the trace as it happened and computes
 # the cost itself (nothing done to STATE.trace later changes what the parent saw).
-_SINK: list[Callable[[list[Any]], None]] = []
+_SINK: list[Any] = []
 
 
-def stream_to(sink: Callable[[list[Any]], None] | None) -> None:
-    """Send every instruction recorded from now on (and every amendment) to ``sink``."""
+class _Messages:
+    """A trace sink made of a callable taking JSON messages: ``["i", row]`` per instruction,
+    ``["a", index, reads, writes]`` per amendment (the one-message-per-instruction form)."""
+
+    def __init__(self, send: Callable[[list[Any]], None]) -> None:
+        self.send = send
+
+    def instr(self, ins: Instr) -> None:
+        self.send(["i", ins.to_list()])
+
+    def amend(self, index: int, reads: tuple, writes: tuple) -> None:
+        self.send(["a", index, [list(r) for r in reads], [list(w) for w in writes]])
+
+
+def stream_to(sink: Any) -> None:
+    """Send every instruction recorded from now on (and every amendment) to ``sink``: an
+    object with ``instr(ins)`` and ``amend(index, reads, writes)`` (the runner's
+    TraceBatch), or a callable taking JSON messages; None stops."""
+    if sink is not None and not hasattr(sink, "instr"):
+        sink = _Messages(sink)
     _SINK[:] = [sink] if sink is not None else []
 
 
@@ -1151,7 +1169,7 @@ def record(opname: str, engine: str, partitions: int, free: int, dtype_bytes: in
     _note_use(len(STATE.trace), ins.reads + ins.writes)
     STATE.trace.append(ins)
     if _SINK:
-        _SINK[0](["i", ins.to_list()])
+        _SINK[0].instr(ins)
     return len(STATE.trace) - 1
 
 
@@ -1243,7 +1261,7 @@ def amend(index: int, reads: Iterable[tuple[int, int, int, int, int]] = (),
     ins.reads += reads
     ins.writes += writes
     if _SINK:
-        _SINK[0](["a", index, [list(r) for r in reads], [list(w) for w in writes]])
+        _SINK[0].amend(index, reads, writes)
 
 
 def region(t: Tensor) -> tuple[int, int, int, int, int]:
