@@ -567,23 +567,22 @@ class Tensor:
                 out.append(k)
         return tuple(out)
 
-    def _values(self) -> np.ndarray:
+    def _select(self, array: np.ndarray) -> np.ndarray:
+        """This view's elements of ``array`` (the allocation's data or its written-mask)."""
         if self._key is None:
-            return self._data
+            return array
         if self._basic is None:
-            return self._data[self._key]
-        values = self._data[self._basic[0]]
-        return values if self._basic[1] == self.shape else values.reshape(self.shape)
+            return array[self._key]
+        chosen = array[self._basic[0]]
+        return chosen if self._basic[1] == self.shape else chosen.reshape(self.shape)
+
+    def _values(self) -> np.ndarray:
+        return self._select(self._data)
 
     def _written_mask(self) -> np.ndarray:
         if self._alloc.full:
             return np.broadcast_to(np.True_, self.shape)  # read-only, allocates nothing
-        if self._key is None:
-            return self._written
-        if self._basic is None:
-            return self._written[self._key]
-        written = self._written[self._basic[0]]
-        return written if self._basic[1] == self.shape else written.reshape(self.shape)
+        return self._select(self._written)
 
     def _all_written(self) -> bool:
         return self._alloc.full or bool(self._written_mask().all())
