@@ -13,11 +13,17 @@ only, so nothing survives from one call to the next), NKI operators and NumPy uf
 name, dtypes and buffers by name, numbers, strings, slices and tuples; integer/boolean index
 arrays only inside an index (``t[...]``), as ``mask=``, or as an affine ``nisa.iota``
 expression: host-computed data never becomes tile data.
+
+A request without ``loop`` belongs to the loop iteration of the previous request of the same
+command (:mod:`autocomp.backends.nki.tracer` names it only when it changes): the last
+``loop`` checked here, or none at a command's start; ``"loop": null`` or one that fails the
+check means none.
 """
 
 from __future__ import annotations
 
 import collections
+import gc
 import json
 import linecache
 import math
@@ -40,6 +46,11 @@ _METHODS = frozenset({"reshape", "view", "broadcast_to", "ap"})
 _BUFFERS = {"sbuf": language.sbuf, "psum": language.psum, "hbm": language.hbm, "shared_hbm": language.shared_hbm,
             "private_hbm": language.private_hbm}
 MAX_INDEX_ELEMENTS = 1 << 22
+# The cyclic garbage collector's first threshold while a kernel runs: every request decoded
+# makes a few dicts and lists, and at Python's 700 the collector ran thousands of times over
+# a heap the growing trace keeps large (1.5 s of 14 in a 131k-instruction kernel). It still
+# runs, every this many container allocations; the thresholds are restored after the run.
+GC_THRESHOLD = 10_000
 # Calls taking a host integer/boolean array: (positional index or indices, keyword name).
 _ARRAY_ARGS = {"iota": ((0, 1), "expr"), "affine_select": ((0, 1), "pred"), "shared_constant": (0, "value")}
 
@@ -182,7 +193,13 @@ class KernelProcess:
         self.failure = None
         self._send({"cmd": "run", "args": [self._encode(a) for a in args],
                     "kwargs": {k: self._encode(v) for k, v in kwargs.items()}})
-        msg = self._serve()
+        thresholds = gc.get_threshold()
+        if 0 < thresholds[0] < GC_THRESHOLD:  # (0: collection is off, left so)
+            gc.set_threshold(GC_THRESHOLD, *thresholds[1:])
+        try:
+            msg = self._serve()
+        finally:
+            gc.set_threshold(*thresholds)
         if self.failure is not None:  # the first error wins, whatever the kernel code did next
             raise KernelFailure(self.failure)
         if msg.get("op") != "return":
@@ -213,8 +230,7 @@ class KernelProcess:
         """Serve requests until the kernel process ends a command. Requests that produce a
         tensor name it with a handle chosen by the kernel side and get no answer; those
         marked ``sync`` get one (with the first error so far, if any)."""
-        last_loop: Any = None
-        last_checked: Any = False
+        checked: Any = False  # the loop iteration the requests name (none at a command's start)
         while True:
             msg = self._recv()
             for h in msg.get("free", []) or []:
@@ -229,16 +245,12 @@ class KernelProcess:
             sync = bool(msg.get("sync"))
             line = msg.get("line")
             STATE.remote_line = int(line) if isinstance(line, int) and line > 0 else None
-            loop = msg.get("loop")
-            if not (type(loop) is list and last_checked and loop == last_loop and type(loop[0]) is int
-                    and type(loop[1]) is int and type(loop[2]) is int and type(loop[3]) is int and type(loop[4]) is int):
-                # (the requests of one loop iteration repeat its loop: the same exact ints as
-                # the last checked ones are taken as checked, anything else checked again)
-                last_loop, last_checked = loop, (
-                    [int(v) for v in loop] if isinstance(loop, list) and len(loop) == 5
-                    and all(isinstance(v, int) and -1 <= v < 1 << 40 for v in loop)
-                    and 0 <= loop[2] < loop[1] and loop[0] >= 0 and loop[4] in (0, 1) else False)
-            STATE.remote_loop = list(last_checked) if last_checked else False  # (each instruction its own list)
+            if "loop" in msg:  # a new loop iteration (else the previous request's, checked then)
+                loop = msg["loop"]
+                checked = ([int(v) for v in loop] if isinstance(loop, list) and len(loop) == 5
+                           and all(isinstance(v, int) and -1 <= v < 1 << 40 for v in loop)
+                           and 0 <= loop[2] < loop[1] and loop[0] >= 0 and loop[4] in (0, 1) else False)
+            STATE.remote_loop = list(checked) if checked else False  # (each instruction its own list)
             reply: dict[str, Any] | None = None
             try:
                 if self.failure is not None:

@@ -16,11 +16,15 @@ Protocol: newline-delimited JSON. The interpreter sends commands (``load``, ``ru
 ``exit``); while one runs, this side sends requests (``call``, ``getitem``, ``setitem``,
 ``method``, ``binary``, ``inplace``, ``bool``, ``iter``) and gets ``{"ok": value}`` or
 ``{"error": …}``, and ends a command with ``ready``/``return``/``fail``. Values are encoded
-by :func:`encode` (tensors travel as handles).
+by :func:`encode` (tensors travel as handles). A request's ``loop`` (the innermost loop
+iteration it belongs to, ``null`` outside loops) is sent only when it differs from the
+previous request's in the same command; a request without one belongs to that same loop
+iteration (the interpreter keeps the last one it checked, and none at a command's start).
 """
 
 from __future__ import annotations
 
+import gc
 import itertools
 import json
 import os
@@ -76,6 +80,12 @@ class Conn:
         self.loop_ids = itertools.count()
         self.batch: list[dict[str, Any]] = []  # requests not written yet
         self.reset_index_cache()
+        self.reset_loop()
+
+    def reset_loop(self) -> None:
+        """No loop sent yet (the interpreter starts every command with none)."""
+        self.sent_frame: list[Any] | None = None  # the loop frame the last request named
+        self.sent_iteration = -1  # and its iteration then
 
     def reset_index_cache(self) -> None:
         """Forget the index arrays sent (the interpreter forgets them at every run)."""
@@ -144,19 +154,34 @@ class Conn:
         return 0
 
     def _loop(self, msg: dict[str, Any]) -> None:
-        if self.loops:
-            f = self.loops[-1]
-            msg["loop"] = [f[0], f[1], f[2], f[4], int(f[3])]
+        """Name the request's loop iteration when it is not the previous request's (the
+        message is sent right after: nothing between here and send() can fail)."""
+        f = self.loops[-1] if self.loops else None
+        if f is not self.sent_frame or (f is not None and f[2] != self.sent_iteration):
+            # (a frame's id, trip, affine flag and parent never change; its iteration does)
+            msg["loop"] = [f[0], f[1], f[2], f[4], int(f[3])] if f is not None else None
+            self.sent_frame = f
+            self.sent_iteration = f[2] if f is not None else -1
 
     def post(self, msg: dict[str, Any], result: bool = True) -> "TensorRef | None":
         """Send without waiting; the result (when there is one) is a new handle."""
-        msg["line"] = self.line()
-        self._loop(msg)
+        # (self.line() inline: this runs once per NKI call)
+        frame = sys._getframe(1)
+        kernel_file = self.kernel_file
+        while frame is not None:
+            if frame.f_code.co_filename == kernel_file:
+                msg["line"] = frame.f_lineno
+                break
+            frame = frame.f_back
+        else:
+            msg["line"] = 0
         ref = None
         if result:
-            ref = TensorRef(self.next_handle)
-            msg["h"] = self.next_handle
-            self.next_handle += 1
+            h = self.next_handle
+            ref = TensorRef(h)
+            msg["h"] = h
+            self.next_handle = h + 1
+        self._loop(msg)
         self.send(msg)
         return ref
 
@@ -404,13 +429,28 @@ def _encode(x: Any) -> Any:
         return x
     if tx is TensorRef:
         return {"t": x._h}
-    if tx is np.ndarray and x.dtype.metadata is None:  # (dtypes with metadata compare equal to plain ones)
-        name = _DTYPE_NAMES.get(x.dtype)
-        if name is None:
-            name = _DTYPE_NAMES[x.dtype] = str(x.dtype)
-        if CONN is not None and x.dtype.kind in "biu" and x.size <= INDEX_CACHE_ARRAY:
-            return CONN.index_array(x, name)
-        return {"nd": x.ravel().tolist(), "shape": list(x.shape), "dtype": name}
+    if tx is tuple:  # (a tile index: ints and index arrays)
+        return {"T": [e if type(e) is int else _encode(e) for e in x]}
+    if tx is np.ndarray:
+        dt = x.dtype
+        if dt.metadata is None:  # (dtypes with metadata compare equal to plain ones)
+            name = _DTYPE_NAMES.get(dt)
+            if name is None:
+                name = _DTYPE_NAMES[dt] = str(dt)
+            if CONN is not None and dt.kind in "biu" and x.size <= INDEX_CACHE_ARRAY:
+                n = CONN.ix.get((name, x.shape, x.tobytes()))  # (index_array's common case)
+                if n is not None:
+                    return {"ix": n}
+                return CONN.index_array(x, name)
+            return {"nd": x.ravel().tolist(), "shape": list(x.shape), "dtype": name}
+    if tx is list:
+        return {"L": [e if type(e) is int else _encode(e) for e in x]}
+    if tx is dict:
+        return {"D": [[str(k), _encode(v)] for k, v in x.items()]}
+    if tx is np.ufunc:  # (np.add, np.multiply as an op=: as the isinstance below)
+        return {"uf": x.__name__}
+    if tx is str:
+        return x
     if isinstance(x, core.ParDim):
         return {"pd": int(x)}
     if x is None or isinstance(x, (bool, int, float)) and not isinstance(x, np.generic):
@@ -507,6 +547,11 @@ def serve(req_fd: int, rep_fd: int) -> int:
     """Install the stand-in modules and answer the interpreter's commands until ``exit``."""
     global CONN
     CONN = conn = Conn(req_fd, rep_fd)
+    # Every request makes a few dicts and lists: the cyclic collector at Python's 700 ran
+    # hundreds of times a run; it still runs, every this many container allocations.
+    threshold = gc.get_threshold()
+    if 0 < threshold[0] < 10_000:
+        gc.set_threshold(10_000, *threshold[1:])
     for name in [m for m in sys.modules if m in ("nki", "neuronxcc", "torch_neuronx")
                  or m.startswith(("nki.", "neuronxcc.", "torch_neuronx."))]:
         del sys.modules[name]
@@ -516,6 +561,7 @@ def serve(req_fd: int, rep_fd: int) -> int:
     while True:
         cmd = conn.recv()
         kind = cmd.get("cmd")
+        conn.reset_loop()  # (the interpreter forgets the loop at every command)
         if kind == "load":
             path = conn.kernel_file = cmd["file"]
             if cmd.get("source_dir"):

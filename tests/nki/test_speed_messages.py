@@ -163,3 +163,26 @@ def test_shared_index_entries_serve_as_masks_and_loads(tmp_path):
                   call("store", [{"t": 3}], [["value", {"t": 2}], ["mask", {"ix": 2}]], 4),
                   {"op": "return", "value": {"t": -1}}], tmp_path)
     assert res.outputs and res.outputs[0].shape == (128, 4)
+
+
+def test_kernel_side_names_each_loop_iteration_once():
+    """A request's loop travels only when it changes (the interpreter keeps the last one of
+    the command): once per iteration, ``null`` on leaving the loops, afresh at a command."""
+    rd, wr = os.pipe()
+    conn = tracer.Conn(wr, os.open(os.devnull, os.O_RDONLY))
+    saved, tracer.CONN = tracer.CONN, conn
+    try:
+        conn.post({"op": "x"}, result=False)  # outside loops: the command's start already says so
+        for _ in tracer.RangeValues([0, 2, 1, False, True]):
+            conn.post({"op": "x"}, result=False)
+            conn.post({"op": "x"}, result=False)
+        conn.post({"op": "x"}, result=False)
+        conn.send({"op": "return", "value": None}, flush=True)
+        os.close(wr)
+        batch, end = [json.loads(line) for line in os.read(rd, 1 << 20).splitlines()]
+    finally:
+        tracer.CONN = saved
+    assert [m.get("loop", "same") for m in batch] == ["same", [0, 2, 0, -1, 1], "same", [0, 2, 1, -1, 1], "same", None]
+    assert "loop" not in end
+    conn.reset_loop()  # (what serve() does at every command)
+    assert conn.sent_frame is None

@@ -667,3 +667,57 @@ async def test_nki_bypass_undefined_index_entry_is_refused(hostile, target, hone
     code = _raw([{"op": "getitem", "t": -1, "key": {"T": [{"ix": 4242}, 0]}, "line": 1, "h": 900001}])
     ev = await attack(hostile, target, honest, code, bypass=True)
     assert "undefined index array" in ev.feedback, ev.feedback
+
+
+def test_nki_bypass_omitted_loop_is_the_last_checked_one_of_this_command(tmp_path):
+    """A request without ``loop`` belongs to the previous request's loop iteration (the
+    compact form): what it inherits is the last loop the interpreter checked in the same
+    command. A loop that fails the check (an iteration past its trip count, a non-integer)
+    leaves the requests after it outside any loop, and a loop named while loading the kernel
+    does not carry into its run. Served straight from a crafted request stream."""
+    import os
+
+    import numpy as np
+
+    from autocomp.backends.nki.interp import install
+    from autocomp.backends.nki.interp.install import execute
+    from autocomp.backends.nki.remote import KernelProcess
+
+    def load(h, **extra):
+        return {"op": "call", "mod": "old.language", "name": "load", "args": {"L": [{"t": -1}]}, "kw": {"D": []},
+                "line": 1, "h": h, **extra}
+
+    lines = [load(1, loop=[0, 4, 1, -1, 1]),  # while loading (no tensors yet: refused, the loop still noted)
+             {"op": "ready", "names": ["a"], "grid": []},
+             load(1),  # the run's first request: no loop, whatever the load named
+             load(2, loop=[0, 4, 9, -1, 1]), load(3),  # past the trip count: none, then none
+             load(4, loop=[0, "4", 0, -1, 1]), load(5),  # not integers
+             load(6, loop=[0, 4, 2, -1, 1]), load(7),  # checked: both in iteration 2
+             load(8, loop=None), load(9),
+             {"op": "return", "value": {"t": -1}}]
+    install()
+    stream = tmp_path / "requests.jsonl"
+    stream.write_bytes(b"".join(json.dumps(m).encode() + b"\n" for m in lines))
+
+    class Gone:
+        returncode = 0
+
+        def poll(self):
+            return 0
+
+        def kill(self):
+            pass
+
+        def wait(self, timeout=None):
+            return 0
+
+    rep_r, rep_w = os.pipe()
+    proc = KernelProcess(str(tmp_path / "k.py"), "k", spawned=(Gone(), os.open(stream, os.O_RDONLY), rep_w), source="")
+    try:
+        proc.load()
+        res = execute(proc.kernel, [np.zeros((128, 4), np.float32)], kernel_file=str(tmp_path / "k.py"), names=["a"])
+    finally:
+        proc.close()
+        os.close(rep_r)
+    loops = [ins.info.get("loop") for ins in res.trace]
+    assert loops == [None, None, None, None, None, [0, 4, 2, -1, 1], [0, 4, 2, -1, 1], None, None], loops
