@@ -192,7 +192,7 @@ class KernelProcess:
         self.queue.clear()
         self.failure = None
         self._send({"cmd": "run", "args": [self._encode(a) for a in args],
-                    "kwargs": {k: self._encode(v) for k, v in kwargs.items()}})
+                    "kwargs": {k: self._encode(v) for k, v in kwargs.items()}, "reverse": bool(STATE.reverse_affine)})
         thresholds = gc.get_threshold()
         if 0 < thresholds[0] < GC_THRESHOLD:  # (0: collection is off, left so)
             gc.set_threshold(GC_THRESHOLD, *thresholds[1:])

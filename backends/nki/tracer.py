@@ -78,6 +78,7 @@ class Conn:
         self.next_handle = 1
         self.loops: list[list[Any]] = []  # the loops this side iterates (core.iterate_loop)
         self.loop_ids = itertools.count()
+        self.reverse = False  # this run goes through affine_range loops backwards (the run command says)
         self.batch: list[dict[str, Any]] = []  # requests not written yet
         self.reset_index_cache()
         self.reset_loop()
@@ -316,6 +317,15 @@ class RangeValues:
         return f"<nki range of {len(self._v)} iterations>"
 
 
+LOCAL_RANGES = {"affine_range", "sequential_range", "static_range"}
+
+
+def _plain_range(args: tuple) -> bool:
+    """Arguments the interpreter's loop ranges take without error: one to three plain
+    integers, a nonzero step."""
+    return 1 <= len(args) <= 3 and all(type(a) is int for a in args) and (len(args) < 3 or args[2] != 0)
+
+
 class Remote:
     """An NKI function of the interpreter (``nisa.dma_copy``, ``nl.ndarray``, …)."""
 
@@ -327,6 +337,14 @@ class Remote:
     def __call__(self, *args: Any, **kw: Any) -> Any:
         msg = {"op": "call", "mod": self.module, "name": self.name, "args": encode(list(args)), "kw": encode(kw)}
         if self.name in VALUE_CALLS:
+            if self.name in LOCAL_RANGES and not kw and _plain_range(args):
+                # The values are range(*args), backwards for an affine_range of the reversed
+                # run: known here, so the kernel runs on without waiting for the interpreter
+                # to catch up (which then takes the posted call exactly as a waited one).
+                CONN.post(msg, result=False)
+                r = range(*args)
+                affine = self.name == "affine_range"
+                return RangeValues([r.start, r.stop, r.step, affine and CONN.reverse, affine])
             return CONN.request(msg)
         return CONN.post(msg)
 
@@ -588,6 +606,7 @@ def serve(req_fd: int, rep_fd: int) -> int:
                 conn.send(_fail(exc, path, "load"), flush=True)
         elif kind == "run":
             conn.loops.clear()
+            conn.reverse = cmd.get("reverse") is True
             conn.reset_index_cache()  # as the interpreter does at every run
             conn.loop_ids = itertools.count()  # numbered per run, as the interpreter does
             try:

@@ -186,3 +186,67 @@ def test_kernel_side_names_each_loop_iteration_once():
     assert "loop" not in end
     conn.reset_loop()  # (what serve() does at every command)
     assert conn.sent_frame is None
+
+
+def test_kernel_side_knows_loop_ranges_without_waiting():
+    """A range of plain integers is range(*args) (backwards for affine_range in the reversed
+    run): posted for the interpreter to take in order, never waited for; other arguments
+    still wait for the interpreter's answer (and its error)."""
+    rd, wr = os.pipe()
+    conn = tracer.Conn(wr, os.open(os.devnull, os.O_RDONLY))
+    saved, tracer.CONN = tracer.CONN, conn
+    try:
+        nl = tracer.build_modules("new")["nki.language"]
+        assert list(nl.affine_range(1, 7, 2)) == [1, 3, 5]
+        conn.reverse = True
+        assert list(nl.affine_range(4)) == [3, 2, 1, 0]
+        assert list(nl.sequential_range(3)) == [0, 1, 2]  # only affine_range runs backwards
+        conn.send({"op": "return", "value": None}, flush=True)
+        os.close(wr)
+        posted = json.loads(os.read(rd, 1 << 20).splitlines()[0])
+    finally:
+        tracer.CONN = saved
+    assert [(m["name"], m.get("sync")) for m in posted] == [("affine_range", None), ("affine_range", None),
+                                                            ("sequential_range", None)]
+    assert not tracer._plain_range((1, 5, 0)) and not tracer._plain_range((2.0,)) and not tracer._plain_range(())
+
+
+RANGES = '''import numpy as np
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def k(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(ARGS):
+        t = nl.ndarray((128, 4), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a[i * 128:(i + 1) * 128, :])
+        nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=t)
+    return out
+'''
+
+
+@pytest.mark.parametrize("args, message", [("2", None), ("1, 5, 0", "ValueError: range() arg 3 must not be zero"),
+                                           ("2.5", "integer arguments")])
+def test_loop_ranges_run_and_fail_in_the_kernel_process_as_in_process(args, message, tmp_path):
+    path = tmp_path / "ranges.py"
+    path.write_text(RANGES.replace("ARGS", args))
+    install()
+    a = np.arange(256 * 4, dtype=np.float32).reshape(256, 4)
+    proc = KernelProcess(str(path), "k")
+    try:
+        proc.load()
+        for reverse in (False, True):
+            if message is None:
+                res = execute(proc.kernel, [a], kernel_file=str(path), names=proc.names, reverse_affine=reverse)
+                first_rows = [ins.reads[0][3] // (4 * 4) for ins in res.trace[::2]]  # the rows each iteration loads
+                assert first_rows == ([128, 0] if reverse else [0, 128])
+                np.testing.assert_array_equal(res.outputs[0], a)
+            else:
+                with pytest.raises(KernelFailure) as info:
+                    execute(proc.kernel, [a], kernel_file=str(path), names=proc.names, reverse_affine=reverse)
+                assert message in info.value.error["message"] and f"{path}:10" in info.value.error["message"]
+    finally:
+        proc.close()
