@@ -284,7 +284,8 @@ class ChannelParser:
                     return False
                 if key in self.early or nbytes < 0:
                     raise ValueError(f"bad array {key!r}")
-                self.early[key] = _array(bytes(self.buf[end + 1:end + 1 + nbytes]), dtype, shape)
+                with memoryview(self.buf) as whole, whole[end + 1:end + 1 + nbytes] as data:
+                    self.early[key] = _array(data, dtype, shape)  # (its one copy; the views end here)
                 self.pos = end + 1 + nbytes
             else:
                 seed, count = int(msg[1]), int(msg[2])
@@ -529,7 +530,10 @@ class Harness:
         dtypes = save_arrays(buf, in_arrays)
         first = self.seeds[0]
         data_bytes = sum(int(a.nbytes) for a in inputs[first] + outputs[first])
-        oracle = Oracle(buf.getvalue(), dtypes, seeds, outputs, inputs, out_args, after, estimate(run.trace),
+        # On a thread: the loop goes on serving children meanwhile (a candidate started early
+        # streams its trace now; a pipe left unread for the estimate's second would stall it).
+        cost = await asyncio.to_thread(estimate, run.trace)
+        oracle = Oracle(buf.getvalue(), dtypes, seeds, outputs, inputs, out_args, after, cost,
                         seconds=run.seconds, data_bytes=data_bytes)
         self._oracles[key] = oracle
         return oracle
@@ -603,7 +607,7 @@ class Harness:
                         "loop-carried dependency: running the nl.affine_range iterations in reverse order changes the "
                         f"result ({msg}). affine_range iterations must be independent (accumulation into one PSUM tile "
                         "is fine); use nl.sequential_range for loops that depend on earlier iterations."))
-        est = estimate(run.trace)
+        est = await asyncio.to_thread(estimate, run.trace)  # (the loop serves other children meanwhile)
         base = oracle.estimate.cycles
         speed = f" ({base / est.cycles:.2f}x the original's {base:,.0f})" if est.cycles > 0 and base > 0 else ""
         metrics = {
