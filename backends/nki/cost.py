@@ -415,10 +415,6 @@ def _latest(entries: list[tuple[int, int, int, int, float]] | None, box: list[in
     return max((e[4] for e in entries if e[0] < phi and plo < e[1] and e[2] < fhi and flo < e[3]), default=0.0)
 
 
-def _covers(box: list[int], e: tuple[int, int, int, int, float]) -> bool:
-    return box[0] <= e[0] and e[1] <= box[1] and box[2] <= e[2] and e[3] <= box[3]
-
-
 _MAX_ENTRIES = 48
 
 
@@ -478,11 +474,20 @@ def estimate(trace: list[Instr], params: dict[str, float] | None = None,
             occ = 0.0
         # Compute engines run their streams in order; DMAs are gated only by data and bandwidth.
         ready = engine_free[ins.engine] if ins.engine != "dma" else 0.0
-        for a, *box in ins.reads:  # read after write
-            ready = max(ready, _latest(writes.get(a), box))
-        for a, *box in ins.writes:
-            if a > 0:  # on-chip: wait until earlier readers and writers of the bytes are done
-                ready = max(ready, _latest(reads.get(a), box), _latest(writes.get(a), box))
+        for r in ins.reads:  # read after write
+            entries = writes.get(r[0])
+            if entries:
+                t = _latest(entries, r[1:])
+                if t > ready:
+                    ready = t
+        for r in ins.writes:
+            if r[0] > 0:  # on-chip: wait until earlier readers and writers of the bytes are done
+                box = r[1:]
+                for entries in (reads.get(r[0]), writes.get(r[0])):
+                    if entries:
+                        t = _latest(entries, box)
+                        if t > ready:
+                            ready = t
         if ins.engine in _COMPUTE:
             requests, ports = _interfaces(ins, psum)
             for port in ports:
@@ -516,18 +521,21 @@ def estimate(trace: list[Instr], params: dict[str, float] | None = None,
             done = ready + occ
         for port in ports:
             port_free[port] = done
-        for a, *box in ins.reads:
-            reads[a].append((*box, done))
-            if len(reads[a]) > _MAX_ENTRIES:
-                reads[a] = _compact(reads[a])
-        for a, *box in ins.writes:
+        for r in ins.reads:
+            entries = reads[r[0]]
+            entries.append((r[1], r[2], r[3], r[4], done))
+            if len(entries) > _MAX_ENTRIES:
+                reads[r[0]] = _compact(entries)
+        for r in ins.writes:
             # Later accesses to these bytes are ordered after this write, so older records
             # the write covers can go.
-            writes[a] = [e for e in writes[a] if not _covers(box, e)] + [(*box, done)]
-            if len(writes[a]) > _MAX_ENTRIES:
-                writes[a] = _compact(writes[a])
+            a, plo, phi, flo, fhi = r
+            kept = [e for e in writes[a] if not (plo <= e[0] and e[1] <= phi and flo <= e[2] and e[3] <= fhi)]
+            kept.append((plo, phi, flo, fhi, done))
+            writes[a] = kept if len(kept) <= _MAX_ENTRIES else _compact(kept)
             if a in reads:
-                reads[a] = [e for e in reads[a] if not (_covers(box, e) and e[4] <= done)]
+                reads[a] = [e for e in reads[a] if not (plo <= e[0] and e[1] <= phi and flo <= e[2] and e[3] <= fhi
+                                                        and e[4] <= done)]
         finish = max(finish, done)
         if timeline is not None:
             timeline.append((ins.line, ins.op, ins.engine, ready, done))
