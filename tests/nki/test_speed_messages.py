@@ -14,21 +14,7 @@ from autocomp.backends.nki import tracer
 from autocomp.backends.nki.interp import install
 from autocomp.backends.nki.interp.install import execute
 from autocomp.backends.nki.remote import KernelFailure, KernelProcess
-
-
-class _Gone:
-    """The process a crafted request stream stands for."""
-
-    returncode = 0
-
-    def poll(self):
-        return 0
-
-    def kill(self):
-        pass
-
-    def wait(self, timeout=None):
-        return 0
+from autocomp.testing.exited_process import ExitedProcess
 
 
 def _nd(values, shape, ix=None):
@@ -55,7 +41,7 @@ def _serve(lines, tmp_path):
     stream.write_bytes(b"".join(json.dumps(m).encode() + b"\n" for m in lines))
     req_r = os.open(stream, os.O_RDONLY)
     rep_r, rep_w = os.pipe()
-    proc = KernelProcess(str(tmp_path / "k.py"), "k", spawned=(_Gone(), req_r, rep_w), source="")
+    proc = KernelProcess(str(tmp_path / "k.py"), "k", spawned=(ExitedProcess(), req_r, rep_w), source="")
     try:
         return execute(proc.kernel, [np.zeros((128, 4), np.float32)], kernel_file=str(tmp_path / "k.py"), names=["a"])
     finally:

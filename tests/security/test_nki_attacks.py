@@ -682,6 +682,7 @@ def test_nki_bypass_omitted_loop_is_the_last_checked_one_of_this_command(tmp_pat
     from autocomp.backends.nki.interp import install
     from autocomp.backends.nki.interp.install import execute
     from autocomp.backends.nki.remote import KernelProcess
+    from autocomp.testing.exited_process import ExitedProcess
 
     def load(h, **extra):
         return {"op": "call", "mod": "old.language", "name": "load", "args": {"L": [{"t": -1}]}, "kw": {"D": []},
@@ -699,20 +700,8 @@ def test_nki_bypass_omitted_loop_is_the_last_checked_one_of_this_command(tmp_pat
     stream = tmp_path / "requests.jsonl"
     stream.write_bytes(b"".join(json.dumps(m).encode() + b"\n" for m in lines))
 
-    class Gone:
-        returncode = 0
-
-        def poll(self):
-            return 0
-
-        def kill(self):
-            pass
-
-        def wait(self, timeout=None):
-            return 0
-
     rep_r, rep_w = os.pipe()
-    proc = KernelProcess(str(tmp_path / "k.py"), "k", spawned=(Gone(), os.open(stream, os.O_RDONLY), rep_w), source="")
+    proc = KernelProcess(str(tmp_path / "k.py"), "k", spawned=(ExitedProcess(), os.open(stream, os.O_RDONLY), rep_w), source="")
     try:
         proc.load()
         res = execute(proc.kernel, [np.zeros((128, 4), np.float32)], kernel_file=str(tmp_path / "k.py"), names=["a"])
