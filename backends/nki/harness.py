@@ -618,7 +618,7 @@ class Harness:
         if len(oracle.seeds) < len(self.seeds):
             feedback += (f"\nChecked on {len(oracle.seeds)} of {len(self.seeds)} random input sets (plus the reversed-loop run): "
                          f"the original takes {oracle.seconds:.0f} s in the interpreter, and further sets run only while the "
-                         f"original's runs stay within autocomp.target.nki.seed_budget = {self.seed_budget:g} s; raise it to "
+                         f"original's runs stay within autocomp.target.nki.seed_budget = {self.seed_budget:g} CPU seconds; raise it to "
                          "check every set.")
         return Evaluation(Verdict.CORRECT, metrics=metrics, feedback=feedback, tier=TIER, confirmed=False)
 

@@ -207,6 +207,14 @@ class TraceBatch:
             self.channel.blob(*batch)
 
 
+def budget_seconds(cpu: float, wall: float) -> float:
+    """What the original's runs so far count against ``seed_budget``: this process's CPU
+    seconds (the original runs here), so that the input sets that run do not depend on what
+    else the machine does, a candidate started beside it included. In the sandbox the CPU
+    clock advances in ticks (4 ms here): before its first tick, the wall time stands in."""
+    return cpu if cpu > 0 else wall
+
+
 def _load_inputs(raw: bytes, dtypes: dict[str, str]) -> dict[str, np.ndarray]:
     from autocomp.backends.nki.portable import load_arrays
 
@@ -488,6 +496,7 @@ def run(request: dict[str, Any], channel: Channel | None = None, inputs_raw: byt
 
     result: dict[str, Any] = {"status": "ok", "counts": {}}
     start = time.perf_counter()
+    cpu_start = time.process_time()
     stage = "run"
     reverse = None
     if rev_fn is not None and request.get("parallel_reorder", True) and len(seeds) >= 1:
@@ -528,7 +537,7 @@ def run(request: dict[str, Any], channel: Channel | None = None, inputs_raw: byt
             # The original runs further input sets only while their predicted total stays
             # within the budget: a large problem is checked on fewer sets, not on none.
             budget = float(request.get("seed_budget") or 0)
-            elapsed = time.perf_counter() - start
+            elapsed = budget_seconds(time.process_time() - cpu_start, time.perf_counter() - start)
             if mode == "oracle" and budget > 0 and n + 1 < len(seeds) and elapsed * (n + 2) / (n + 1) > budget:
                 break
         if reverse is not None:

@@ -187,3 +187,13 @@ def test_early_start_off_runs_the_original_first(tmp_path, monkeypatch):
     (ev,) = asyncio.run(backend.evaluate(problem, [ORIGINAL]))
     assert ev.verdict is Verdict.CORRECT
     assert runs[0]["extra"]["early_inputs"] is False and runs[1]["start"] >= runs[0]["end"]
+
+
+def test_the_seed_budget_counts_cpu_seconds_and_wall_seconds_before_the_first_tick():
+    """The input sets the original runs do not depend on the machine's load (a candidate
+    beside it): CPU seconds count; the sandbox's CPU clock ticks every few ms, and before
+    its first tick the wall time stands in (else a tiny budget would never stop a run)."""
+    from autocomp.backends.nki.runner import budget_seconds
+
+    assert budget_seconds(2.0, 7.5) == 2.0  # loaded machine: the CPU the original used
+    assert budget_seconds(0.0, 0.003) == 0.003
