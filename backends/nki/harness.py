@@ -146,7 +146,7 @@ def parse_channel(raw: bytes | bytearray, trace: list[Instr] | None = None,
                 if not wire.apply(payload, trace, MAX_TRACE):
                     return None, [], {}, f"more than {MAX_TRACE} instructions"
             elif tag == "array":
-                key, dtype, shape, nbytes = str(msg[1]), str(msg[2]), [int(x) for x in msg[3]], int(msg[4])
+                key, dtype, shape, nbytes = _array_header(msg)
                 data = memoryview(raw)[pos:pos + nbytes]  # no copy here: _array makes the one copy kept
                 if len(data) != nbytes or key in arrays:
                     return None, [], {}, f"bad array {key!r} on the channel"
@@ -279,7 +279,7 @@ class ChannelParser:
         try:
             msg = json.loads(line)
             if msg[0] == "array":
-                key, dtype, shape, nbytes = str(msg[1]), str(msg[2]), [int(x) for x in msg[3]], int(msg[4])
+                key, dtype, shape, nbytes = _array_header(msg)
                 if len(self.buf) - end - 1 < nbytes:
                     return False
                 if key in self.early or nbytes < 0:
@@ -332,6 +332,11 @@ def _trace_message(msg: list[Any], trace: list[Instr]) -> bool:
     ins.reads += tuple(region_from_json(r) for r in msg[2])
     ins.writes += tuple(region_from_json(w) for w in msg[3])
     return True
+
+
+def _array_header(msg: list[Any]) -> tuple[str, str, list[int], int]:
+    """(key, dtype, shape, byte count) of an ``["array", …]`` line (its bytes follow it)."""
+    return str(msg[1]), str(msg[2]), [int(x) for x in msg[3]], int(msg[4])
 
 
 def _array(data: bytes, dtype: str, shape: list[int]) -> np.ndarray:
@@ -621,7 +626,6 @@ class Harness:
                          f"original's runs stay within autocomp.target.nki.seed_budget = {self.seed_budget:g} CPU seconds; raise it to "
                          "check every set.")
         return Evaluation(Verdict.CORRECT, metrics=metrics, feedback=feedback, tier=TIER, confirmed=False)
-
 
     # -- a candidate started beside the original --------------------------------------
     async def _beside_oracle(self, problem: Problem, text: str) -> tuple[Oracle, tuple[int, asyncio.Task] | None]:

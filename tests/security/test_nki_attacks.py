@@ -710,3 +710,42 @@ def test_nki_bypass_omitted_loop_is_the_last_checked_one_of_this_command(tmp_pat
         os.close(rep_r)
     loops = [ins.info.get("loop") for ins in res.trace]
     assert loops == [None, None, None, None, None, [0, 4, 2, -1, 1], [0, 4, 2, -1, 1], None, None], loops
+
+
+PREFILLED = '''import numpy as np
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def double_into(a, out):
+    for i in nl.affine_range(a.shape[0] // 128):
+        t = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=a[i * 128:(i + 1) * 128, :])
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=t)
+
+
+def get_inputs(rng):
+    a = rng.standard_normal((256, 64)).astype(np.float32)
+    out = np.zeros_like(a)
+    out[128:] = 2.0 * a[128:]  # the second half already holds the answer
+    return [a, out]
+'''
+
+
+def test_nki_attack_early_run_without_poison_is_not_the_verdict(tmp_path):
+    """The candidate started beside the original (early start) gets no argument poisoned,
+    since the oracle's output arguments are not known yet. A kernel writing only the first
+    half of its output argument, counting on the rest already being right, would pass that
+    run; the verdict comes from the run again with the argument poisoned, and it fails."""
+    path = tmp_path / "prefilled.py"
+    path.write_text(PREFILLED)
+    backend = get_backend("nki", {"timeout": 20, "seeds": [0]})
+    problem = backend.make_problem(str(path), PREFILLED)
+    assert backend.harness.early_start
+    half = problem.code.replace("a.shape[0] // 128", "1")
+    honest, cheat = asyncio.run(backend.evaluate(problem, [problem.code, half]))
+    assert honest.verdict is Verdict.CORRECT, honest.feedback
+    assert cheat.verdict is Verdict.INCORRECT and "output argument 1" in cheat.feedback
