@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import io
 import json
 import os
 import secrets
@@ -43,7 +42,7 @@ import numpy as np
 from autocomp.backends.base import BackendError
 from autocomp.backends.nki.cost import Estimate, estimate
 from autocomp.backends.nki.interp.core import dtype_name
-from autocomp.backends.nki.portable import same_bytes, save_arrays
+from autocomp.backends.nki.portable import pack_arrays, same_bytes
 from autocomp.backends.nki.static import check_candidate
 from autocomp.scratch import ScratchRoot
 from autocomp.backends.nki.trace import Instr, region_from_json
@@ -77,7 +76,7 @@ class ChildRun:
 
 @dataclass(repr=False)
 class Oracle:
-    inputs_npz: bytes  # the candidates' inputs, sent on their stdin
+    inputs_packed: bytes  # the candidates' inputs, sent on their stdin (portable.pack_arrays)
     input_dtypes: dict[str, str]
     seeds: tuple[int, ...]
     outputs: dict[int, list[np.ndarray]]
@@ -434,7 +433,7 @@ class Harness:
                 f"{TIME_FACTOR:g}x the original's time); raise it with autocomp.target.nki.timeout (seconds)")
 
     async def _run_child(self, file_text: str, function: str, mode: str, extra: dict[str, Any],
-                         source_dir: str = "", inputs_npz: bytes = b"", oracle: "Oracle | None" = None,
+                         source_dir: str = "", inputs_packed: bytes = b"", oracle: "Oracle | None" = None,
                          limits: tuple[float, int] | None = None,
                          on_inputs: Callable[[int, list[np.ndarray]], None] | None = None) -> ChildRun:
         workdir = tempfile.mkdtemp(prefix=f"{mode}-", dir=self._root)
@@ -444,7 +443,7 @@ class Harness:
         request = {"file": kernel, "function": function, "mode": mode, "seeds": list(self.seeds),
                    "source_dir": source_dir, **extra}
         # The inputs travel on stdin after the request line: no file a kernel could read.
-        stdin = json.dumps(request).encode() + b"\n" + inputs_npz
+        stdin = b"".join((json.dumps(request).encode(), b"\n", inputs_packed))
         readable = python_view() + ((source_dir,) if source_dir else ())
         loop_id = id(asyncio.get_running_loop())
         sem = self._sems.setdefault(loop_id, asyncio.Semaphore(self.concurrency))
@@ -531,14 +530,13 @@ class Harness:
             raise BackendError(f"{problem.path}: the kernel {problem.name!r} returns nothing and writes no argument; "
                                "return the output HBM tensor")
         in_arrays = {f"s{s}_in{i}": a for s in seeds for i, a in enumerate(inputs[s])}
-        buf = io.BytesIO()
-        dtypes = save_arrays(buf, in_arrays)
+        packed, dtypes = pack_arrays(in_arrays)
         first = self.seeds[0]
         data_bytes = sum(int(a.nbytes) for a in inputs[first] + outputs[first])
         # On a thread: the loop goes on serving children meanwhile (a candidate started early
         # streams its trace now; a pipe left unread for the estimate's second would stall it).
         cost = await asyncio.to_thread(estimate, run.trace)
-        oracle = Oracle(buf.getvalue(), dtypes, seeds, outputs, inputs, out_args, after, cost,
+        oracle = Oracle(packed, dtypes, seeds, outputs, inputs, out_args, after, cost,
                         seconds=run.seconds, data_bytes=data_bytes)
         self._oracles[key] = oracle
         return oracle
@@ -572,7 +570,7 @@ class Harness:
         if run is None:
             extra = {"inputs": {"dtypes": oracle.input_dtypes}, "poison": oracle.out_args, "reorder": self.reorder,
                      "seeds": list(oracle.seeds)}
-            run = await self._run_child(text, problem.name, "candidate", extra, _source_dir(problem), oracle.inputs_npz,
+            run = await self._run_child(text, problem.name, "candidate", extra, _source_dir(problem), oracle.inputs_packed,
                                         oracle=oracle)
         if run.timed_out:
             return Evaluation(Verdict.TIMEOUT, feedback="the kernel did not finish within "
@@ -654,11 +652,10 @@ class Harness:
         known: no argument poisoned, and the smallest limits a candidate can get (the
         settings; a candidate's grow with the original's time and data)."""
         in_arrays = {f"s{seed}_in{i}": a for i, a in enumerate(arrays)}
-        buf = io.BytesIO()
-        dtypes = save_arrays(buf, in_arrays)
+        packed, dtypes = pack_arrays(in_arrays)
         memory = max(self.memory_bytes, MEMORY_BASE + MEMORY_PER_DATA_BYTE * sum(int(a.nbytes) for a in arrays))
         extra = {"inputs": {"dtypes": dtypes}, "poison": [], "reorder": self.reorder, "seeds": [seed]}
-        return await self._run_child(text, problem.name, "candidate", extra, _source_dir(problem), buf.getvalue(),
+        return await self._run_child(text, problem.name, "candidate", extra, _source_dir(problem), packed,
                                      limits=(self.timeout, memory))
 
     async def _finish_early(self, problem: Problem, text: str, oracle: Oracle, seed: int,
@@ -678,7 +675,7 @@ class Harness:
             return run
         more = await self._run_child(text, problem.name, "candidate",
                                      {"inputs": {"dtypes": oracle.input_dtypes}, "poison": [], "reorder": False,
-                                      "seeds": rest}, _source_dir(problem), oracle.inputs_npz, oracle=oracle)
+                                      "seeds": rest}, _source_dir(problem), oracle.inputs_packed, oracle=oracle)
         if not more.ok:
             return more
         data = dict(run.data)

@@ -2,6 +2,9 @@
 
 ``np.savez`` cannot describe ml_dtypes types (bfloat16, fp8) portably, so each array is
 stored as raw unsigned bytes plus a dtype name; :func:`load_arrays` refuses pickled data.
+:func:`pack_arrays` / :func:`unpack_arrays` do the same in memory without a zip archive (the
+candidates' inputs on their stdin: hundreds of MB at published shapes, where writing and
+checksumming an .npz took most of a second before a candidate could start).
 """
 
 from __future__ import annotations
@@ -64,3 +67,43 @@ def same_bytes(a: np.ndarray, b: np.ndarray) -> bool:
             x, y = x.view(word), y.view(word)
             break
     return bool(np.array_equal(x, y))
+
+
+def pack_arrays(arrays: dict[str, np.ndarray]) -> tuple[bytes, dict[str, str]]:
+    """(bytes, {key: dtype name}): one JSON line ``[[key, dtype, shape, nbytes], ...]``,
+    then each array's bytes in C order, in that order (booleans as one byte each)."""
+    header: list[list[object]] = []
+    parts: list[object] = []
+    names: dict[str, str] = {}
+    for key, arr in arrays.items():
+        arr = np.asarray(arr)
+        names[key] = dtype_name(arr.dtype)
+        raw = arr.astype(np.uint8) if arr.dtype.kind == "b" else arr
+        raw = np.ascontiguousarray(raw)
+        header.append([key, names[key], list(arr.shape), int(raw.nbytes)])
+        parts.append(memoryview(raw.reshape(-1).view(np.uint8)) if raw.size else b"")
+    return b"".join([json.dumps(header).encode(), b"\n", *parts]), names
+
+
+def unpack_arrays(raw: bytes, dtypes: dict[str, str]) -> dict[str, np.ndarray]:
+    """The arrays :func:`pack_arrays` wrote, as read-only views of ``raw`` (no copy): exactly
+    the keys and dtypes of ``dtypes`` (the request's manifest), each within ``raw``."""
+    end = raw.index(b"\n")
+    header = json.loads(raw[:end])
+    out: dict[str, np.ndarray] = {}
+    pos = end + 1
+    buf = memoryview(raw)
+    for key, name, shape, nbytes in header:
+        if key not in dtypes or dtypes[key] != name or key in out:
+            raise ValueError(f"array {key!r} is not the manifest's")
+        boolean = name in ("bool", "bool_")
+        dt = np.dtype(np.uint8) if boolean else (DTYPES.get(name) or np.dtype(name))
+        shape = tuple(int(n) for n in shape)
+        if int(np.prod(shape, dtype=object)) * dt.itemsize != nbytes or pos + nbytes > len(raw):
+            raise ValueError(f"array {key!r}: {nbytes} bytes do not hold {shape} {name}")
+        arr = np.frombuffer(buf[pos:pos + nbytes], dtype=dt).reshape(shape)
+        out[key] = arr.astype(bool) if boolean else arr
+        pos += nbytes
+    if set(out) != set(dtypes):
+        raise ValueError(f"arrays missing: {sorted(set(dtypes) - set(out))}")
+    return out

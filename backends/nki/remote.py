@@ -39,6 +39,28 @@ from autocomp.backends.nki.interp.core import STATE, Tensor
 from autocomp.backends.nki.interp.errors import NkiError
 from autocomp.backends.nki.tracer import INDEX_CACHE_ARRAY, INDEX_CACHE_ELEMENTS, INDEX_CACHE_ENTRIES
 
+try:
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - an install without the nki extra's orjson
+    _orjson = None
+
+
+def _loads(line: bytes) -> Any:
+    """A request line from the kernel process. orjson reads strict JSON faster; what it
+    refuses (NaN/Infinity, which the kernel side writes for non-finite floats; lone
+    surrogates; anything malformed) is read by json, whose answer (or ValueError) stands.
+    orjson reads an integer beyond 64 bits as the nearest float, where json keeps the int:
+    wherever a request needs an integer (handles, loops, slices, shapes) a float is refused or
+    converted exactly as one the kernel side wrote, and as a number it is the float json's
+    int becomes. Either reading is a message the kernel process could have sent, checked the
+    same way after (tests/security: the fallback-reader attack)."""
+    if _orjson is not None:
+        try:
+            return _orjson.loads(line)
+        except ValueError:
+            pass
+    return json.loads(line)
+
 _UFUNCS = frozenset(set(isa.BINARY) | set(isa.UNARY) | {"sum", "max", "min", "prod", "amax", "amin", "mean",
                                                         "true_divide", "power", "exp", "tanh", "sqrt", "log"})
 _BINARY = frozenset({"add", "subtract", "multiply", "divide", "power"})
@@ -148,7 +170,7 @@ class KernelProcess:
             code = self.proc.wait()
             raise KernelFailure({"kind": "crash", "message": f"the kernel process ended (exit {code})"})
         try:
-            msg = json.loads(line)
+            msg = _loads(line)
         except ValueError:
             msg = None
         if type(msg) is list and len(msg) > 1 and all(type(m) is dict for m in msg):

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
-import io
 import json
 import os
 import sys
@@ -216,9 +215,9 @@ def budget_seconds(cpu: float, wall: float) -> float:
 
 
 def _load_inputs(raw: bytes, dtypes: dict[str, str]) -> dict[str, np.ndarray]:
-    from autocomp.backends.nki.portable import load_arrays
+    from autocomp.backends.nki.portable import unpack_arrays
 
-    return load_arrays(io.BytesIO(raw), dtypes)
+    return unpack_arrays(raw, dtypes)
 
 
 class Forked:
@@ -334,7 +333,8 @@ class _ReverseWorker:
         try:
             kprocs[1].load()
             args = [(_poisoned(a) if i in poison else a) for i, a in enumerate(inputs)]
-            rev = execute(kprocs[1].kernel, args, kernel_file=path, reverse_affine=True, names=names, grid=grid)
+            rev = execute(kprocs[1].kernel, args, kernel_file=path, reverse_affine=True, names=names, grid=grid,
+                          traced=False)
         except KernelFailure as exc:
             out.message(["error", {"status": "error", "error": dict(exc.error)}])
             return 0
@@ -461,14 +461,14 @@ def run(request: dict[str, Any], channel: Channel | None = None, inputs_raw: byt
                 return _error("inputs", f"making inputs for seed {seed} failed: {type(exc).__name__}: {exc}"), {}
             # Sent (below) only for the seeds that run: a large problem runs fewer input sets,
             # and the inputs of the others were most of the channel's bytes.
-        if channel is not None and request.get("early_inputs"):
-            # The first set always runs: sent now, so that the parent can start a candidate
-            # on it while the original runs (it is not sent again below).
-            first = seeds[0]
-            for i, a in enumerate(inputs[first]):
-                channel.array(f"s{first}_in{i}", a)
-                early.add(f"s{first}_in{i}")
-            channel.message(["inputs", first, len(inputs[first])])
+            if seed == seeds[0] and channel is not None and request.get("early_inputs"):
+                # The first set always runs: sent now, before the other sets are made, so that
+                # the parent can start a candidate on it while the original runs (it is not
+                # sent again below).
+                for i, a in enumerate(inputs[seed]):
+                    channel.array(f"s{seed}_in{i}", a)
+                    early.add(f"s{seed}_in{i}")
+                channel.message(["inputs", seed, len(inputs[seed])])
     else:
         src = _load_inputs(inputs_raw, request["inputs"]["dtypes"])
         inputs = {}
@@ -556,7 +556,8 @@ def run(request: dict[str, Any], channel: Channel | None = None, inputs_raw: byt
             kprocs[0].close()
             kprocs[1].load()
             args = [(_poisoned(a) if i in poison else a) for i, a in enumerate(inputs[seeds[0]])]
-            rev = execute(rev_fn, args, kernel_file=path, reverse_affine=True, names=names, grid=grid)
+            rev = execute(rev_fn, args, kernel_file=path, reverse_affine=True, names=names, grid=grid,
+                          traced=False)
             for i, o in enumerate(rev.outputs):
                 arrays[f"rev_out{i}"] = o
             result["rev_count"] = len(rev.outputs)
@@ -614,4 +615,10 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    # Everything went out on the channel (unbuffered writes) and the kernel processes were
+    # reaped: the interpreter's teardown (a large run's hundred thousand trace entries,
+    # tensors and modules, about a second) would only delay the parent.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

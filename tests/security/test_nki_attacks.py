@@ -749,3 +749,58 @@ def test_nki_attack_early_run_without_poison_is_not_the_verdict(tmp_path):
     honest, cheat = asyncio.run(backend.evaluate(problem, [problem.code, half]))
     assert honest.verdict is Verdict.CORRECT, honest.feedback
     assert cheat.verdict is Verdict.INCORRECT and "output argument 1" in cheat.feedback
+
+
+@pytest.mark.parametrize("line", [
+    b'{"op":"call","mod":"old.language","name":"load","args":{"L":[{"t":NaN}]},"kw":{"D":[]},"line":1,"h":1}',
+    b'{"op":"call","mod":"old.language","name":"load","args":{"L":[{"t":-1}]},"kw":{"D":[]},"line":1,"h":1,'
+    b'"loop":[0,Infinity,0,-1,1]}',
+    b'{"op":"call","mod":"old.language","name":"load","args":{"L":[{"t":-1}]},"kw":{"D":[]},"line":1,'
+    b'"h":18446744073709551617}',
+    b'{"op":"getitem","t":-1,"key":{"T":[{"S":[0,1e400,null]},{"S":[0,4,null]}]},"line":1,"h":1}',
+    b'{"op":"call","mod":"old.language","name":"load\\ud800","args":{"L":[{"t":-1}]},"kw":{"D":[]},"line":1,"h":1}',
+    b'[{"op":"call","mod":"old.language","name":"load","args":{"L":[{"t":-1}]},"kw":{"D":[]},"line":1,"h":1},NaN]',
+])
+def test_nki_bypass_requests_only_the_fallback_json_reader_takes_are_read_as_json_alone_reads_them(tmp_path, monkeypatch, line):
+    """Attack: the runner reads the kernel process's requests with orjson first and json when
+    orjson refuses a line. A kernel process writes lines on that border (NaN and Infinity
+    literals, integers beyond 64 bits, a float overflowing to infinity, a lone surrogate, a
+    batch holding a non-request), hoping the two readers disagree or the second one is less
+    careful. Whatever the run gives with both readers must be what json alone gives: the same
+    trace and values, or the same refusal."""
+    import os
+
+    import numpy as np
+
+    from autocomp.backends.nki import remote
+    from autocomp.backends.nki.interp import install
+    from autocomp.backends.nki.interp.install import execute
+    from autocomp.backends.nki.remote import KernelFailure, KernelProcess
+    from autocomp.testing.exited_process import ExitedProcess
+
+    install()
+    stream = tmp_path / "requests.jsonl"
+    stream.write_bytes(b'{"op":"ready","names":["a"],"grid":[]}\n' + line + b"\n" + b'{"op":"return","value":{"t":1}}\n')
+
+    def outcome():
+        rep_r, rep_w = os.pipe()
+        proc = KernelProcess(str(tmp_path / "k.py"), "k", spawned=(ExitedProcess(), os.open(stream, os.O_RDONLY), rep_w),
+                             source="")
+        try:
+            proc.load()
+            res = execute(proc.kernel, [np.zeros((128, 4), np.float32)], kernel_file=str(tmp_path / "k.py"), names=["a"])
+            return ("ran", [i.to_list() for i in res.trace], [o.tolist() for o in res.outputs])
+        except KernelFailure as exc:
+            return ("refused", exc.error.get("kind"), exc.error.get("message"))
+        except Exception as exc:  # noqa: BLE001 - compared, not hidden: both readers must agree
+            return ("raised", type(exc).__name__, str(exc))
+        finally:
+            proc.close()
+            os.close(rep_r)
+
+    both = outcome()
+    monkeypatch.setattr(remote, "_orjson", None)
+    json_alone = outcome()
+    assert both == json_alone
+    # A refusal the runner reports, or the kernel's own NKI error: never another exception.
+    assert both[0] != "raised" or both[1] == "NkiError", both

@@ -105,6 +105,10 @@ class State:
         self.live: "dict[int, weakref.ref[Allocation]]" = {}
         self.gen = next(_GENERATIONS)
         self.reverse_affine: bool = False
+        # Whether instructions are recorded with their regions: the reversed-loop run only
+        # needs the kernel's outputs (its trace is never costed or checked), so it skips the
+        # regions, liveness spans and amendments and records a placeholder per instruction.
+        self.traced: bool = True
         self.active: bool = False
         self.ids = itertools.count(1)
         self.hbm_ids = itertools.count(-1, -1)
@@ -168,11 +172,12 @@ _GENERATIONS = itertools.count()
 STATE = State()
 
 
-def begin_run(kernel_file: str = "", reverse_affine: bool = False) -> None:
-    """Start a fresh kernel run."""
+def begin_run(kernel_file: str = "", reverse_affine: bool = False, traced: bool = True) -> None:
+    """Start a fresh kernel run (``traced=False``: outputs only, see State.traced)."""
     STATE.__init__()  # the API style is fixed again by the run's first NKI call
     STATE.kernel_file = os.path.abspath(kernel_file) if kernel_file else ""
     STATE.reverse_affine = reverse_affine
+    STATE.traced = traced
     STATE.active = True
 
 
@@ -1035,7 +1040,10 @@ class ParDim(int):
 
 
 def new_tensor(shape: Iterable[int], dtype: Any, buffer: Any, name: str = "", call: str = "nl.ndarray",
-               count: bool = True) -> Tensor:
+               count: bool = True, data: np.ndarray | None = None) -> Tensor:
+    """A new tensor; with ``data`` (an array of exactly this shape and dtype that nothing
+    else references: an instruction's freshly computed result) it holds that array, written
+    whole, instead of a copy of it."""
     raw = tuple(shape if isinstance(shape, (tuple, list)) else (shape,))
     if all(type(s) is int for s in raw):  # plain integers (every instruction's result tile): no par_dim
         shape, pdim = raw, 0
@@ -1057,8 +1065,10 @@ def new_tensor(shape: Iterable[int], dtype: Any, buffer: Any, name: str = "", ca
             alloc = Allocation(shape, dt, buf, name, count=count, call=call)
             STATE.shared_memo[key] = alloc
     else:
+        if data is not None and (pdim or data.shape != shape or data.dtype != dt or not data.flags.c_contiguous):
+            raise ValueError("new_tensor(data=...) takes a C-contiguous array of the tensor's shape and dtype")
         alloc = Allocation(shape, dt, buffer if isinstance(buffer, BufferKind) else buf, name, count=count, call=call,
-                           pdim=pdim)
+                           pdim=pdim, data=data)
     return Tensor(alloc, alloc._data, alloc._written)
 
 
@@ -1122,6 +1132,10 @@ def _named(t: Tensor) -> str:
 # the cost itself (nothing done to STATE.trace later changes what the parent saw).
 _SINK: list[Any] = []
 
+# What an untraced run records per instruction: one shared placeholder with no regions
+# (indices into the trace still count instructions; amend() leaves it alone).
+_UNTRACED = Instr("untraced", "vector", 0, 0, 0, 0)
+
 
 class _Messages:
     """A trace sink made of a callable taking JSON messages: ``["i", row]`` per instruction,
@@ -1149,6 +1163,9 @@ def stream_to(sink: Any) -> None:
 def record(opname: str, engine: str, partitions: int, free: int, dtype_bytes: int,
            reads: Iterable[Tensor], writes: Iterable[Tensor], **info: Any) -> int:
     """Append one instruction to the trace; returns its index."""
+    if not STATE.traced:
+        STATE.trace.append(_UNTRACED)
+        return len(STATE.trace) - 1
     _, line = call_site()
     loop = current_loop()
     if loop is not None:
@@ -1252,6 +1269,8 @@ def amend(index: int, reads: Iterable[tuple[int, int, int, int, int]] = (),
           writes: Iterable[tuple[int, int, int, int, int]] = ()) -> None:
     """Add regions to an instruction already recorded (a result named by ``tile[...] =``,
     a PSUM accumulation folded into its matmul)."""
+    if not STATE.traced:
+        return
     if index < 0:
         index += len(STATE.trace)
     ins = STATE.trace[index]

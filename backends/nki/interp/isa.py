@@ -413,7 +413,15 @@ def nc_matmul(dst: Any = None, stationary: Any = None, moving: Any = None, *, is
         sv = _f32(read(s, "stationary", call)).reshape(k, mfree)
         mv = _f32(read(m, "moving", call)).reshape(k, nfree)
     result = sv.T @ mv
-    out = _output(dst, (mfree, nfree), F32, call, buffer="psum", allowed=("psum",))
+    if dst is None and mask is None and not accumulate and _style() == "old":
+        # The older API's fresh PSUM result holds the product itself (a new array nothing
+        # else references), not a copy of it: what _output and _write below would make.
+        result = np.ascontiguousarray(result)
+        out = core.new_tensor((mfree, nfree), F32, "psum", call=call, count=False, data=result)
+        out._fresh = True
+        accumulate = False
+    else:
+        out = _output(dst, (mfree, nfree), F32, call, buffer="psum", allowed=("psum",))
     if out._alloc.buffer != "psum":
         raise fail("buffer", "nc_matmul writes its result to PSUM", call, "matmul result in PSUM")
     if free_size(out.shape) * out.dtype.itemsize > LIMITS["psum_tile_bytes_per_partition"]:
@@ -424,7 +432,8 @@ def nc_matmul(dst: Any = None, stationary: Any = None, moving: Any = None, *, is
     if acc:
         prev = _f32(read(out, "dst (accumulate)", call))
         result = prev + result.reshape(prev.shape)
-    _write(out, result.reshape(out.shape), mask)
+    if out._data is not result:
+        _write(out, result.reshape(out.shape), mask)
     _consume(s, m)
     idx = record("nc_matmul", "tensor", k, nfree, max(s.dtype.itemsize, m.dtype.itemsize), [s, m] + ([out] if acc else []), [out],
                  stationary_free=mfree)

@@ -420,6 +420,8 @@ def _setitem(target: Tensor, key: Any, value: Any) -> None:
             view._store(values, src._written_mask().reshape(view.shape))
         if not (src._fresh and src._alloc.buffer == view._alloc.buffer):
             record("tensor_copy", "vector", view.shape[0], free_size(view.shape), max(src.dtype.itemsize, view.dtype.itemsize), [src], [view])
+        elif not STATE.traced:
+            pass  # (no regions to add: see core.State.traced)
         elif src._producer >= 0:
             core.amend(src._producer, writes=(core.region(view),))
         elif STATE.trace and any(w[0] == src._alloc.id for w in STATE.trace[-1].writes):
@@ -449,13 +451,15 @@ def _inplace(name: str, target: Tensor, value: Any) -> Tensor:
             target._store(isa._f32(target._values()) + add)
         else:
             target._store(np.where(target._written_mask(), isa._f32(target._values()), np.float32(0)) + add)
-        core.amend(value._producer, reads=(core.region(target),), writes=(core.region(target),))
+        if STATE.traced:
+            core.amend(value._producer, reads=(core.region(target),), writes=(core.region(target),))
         value._fresh = False
         target._fresh = "inplace"
         return target
     result = _binary(name, target, value)
     target._store(read(result, "result", "+=").reshape(target.shape))
-    core.amend(-1, writes=(core.region(target),))
+    if STATE.traced:
+        core.amend(-1, writes=(core.region(target),))
     target._fresh = "inplace"
     return target
 
