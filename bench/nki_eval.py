@@ -12,7 +12,10 @@ the estimate take on the first step of each published Trainium trajectory at its
 shape (the original, as the oracle run would take it), and the whole evaluation path at those
 shapes as `autocomp eval FILE` takes it: the reference run plus the same code as a candidate
 through the sandbox (target 30 s here), in wall seconds and in CPU seconds of every process,
-with the seconds the parent's estimates took. ``--published-only`` skips the examples; the
+with the seconds the parent's estimates took. That is printed twice: with the original's own
+text as the candidate (`autocomp eval FILE`, a search's baseline: only the reversed-loop run
+goes beside the reference) and with the same code as another text (the full path of any
+other candidate: seeds, reversed-loop run and estimate beside the reference). ``--published-only`` skips the examples; the
 estimate's scaling is printed in every mode (both speed figures in one run).
 
     python bench/nki_eval.py [--repeat 5] [--json] [--autocomp /path/to/ucb-bar/autocomp]
@@ -134,9 +137,12 @@ FULL_EVAL = {  # trajectory -> kernel function the file evaluates (conv1d: a wra
 }
 
 
-def full_evaluations(autocomp: str, only: str = "") -> list[dict]:
+def full_evaluations(autocomp: str, only: str = "", copy: bool = False) -> list[dict]:
     """The whole evaluation path at published shapes, as `autocomp eval FILE` takes it: the
-    original's run (the reference, in its sandboxed child) and the same code as a candidate
+    original's run (the reference, in its sandboxed child) and the same code as a candidate.
+    The original's own text needs only the reversed-loop run beside the reference (the
+    oracle's run stands for the rest); with ``copy`` the candidate is the same code as
+    another text (a comment added), which takes the full path any other candidate takes
     (allowlist, sandboxed child with kernel processes, seeds, reversed-loop run, comparison,
     estimate), which starts on the first input set while the reference still runs. Wall
     seconds depend on the machine's load, so the CPU seconds of every process of both
@@ -192,8 +198,9 @@ def full_evaluations(autocomp: str, only: str = "") -> list[dict]:
                 child_s.clear()
                 load = os.getloadavg()[0]
                 start = time.perf_counter()
+                code = problem.code.rstrip("\n") + "  # a copy\n" if copy else problem.code
                 try:
-                    (ev,) = asyncio.run(backend.evaluate(problem, [problem.code]))
+                    (ev,) = asyncio.run(backend.evaluate(problem, [code]))
                     oracle = backend.harness._oracles[problem.content_hash()]
                 except Exception as exc:  # noqa: BLE001 - reported, not fatal
                     rows.append({"trajectory": name, "error": f"{type(exc).__name__}: {str(exc)[:200]}"})
@@ -237,9 +244,10 @@ def main() -> int:
     scaling = estimate_scaling()  # cheap, and half of the speed figures: printed in every mode
     shapes = published_shapes(args.autocomp) if args.autocomp and not args.published_only else []
     full = full_evaluations(args.autocomp, args.only) if args.autocomp else []
+    full_copy = full_evaluations(args.autocomp, args.only, copy=True) if args.autocomp else []
     if args.json:
         print(json.dumps({"examples": rows, "estimate_scaling": scaling, "published_shapes": shapes,
-                          "full_evaluation": full}, indent=2))
+                          "full_evaluation": full, "full_evaluation_other_candidate": full_copy}, indent=2))
         return 0
     if rows:
         print(f"{'example':<10} {'instr':>6} {'instr/s':>9} {'s/eval':>7} {'start cycles':>13} {'best cycles':>12} {'speedup':>8}")
@@ -261,9 +269,13 @@ def main() -> int:
             else:
                 print(f"  {r['trajectory']:<16} {r['instructions']:>8} instr  run {r['run_s']:6.1f} s  estimate "
                       f"{r['estimate_s']:5.2f} s  total {r['wall_s']:6.1f} s")
-    if full:
-        print("\nfull evaluation at published shapes (reference run + the same code as a candidate, through the "
-              "sandbox, as `autocomp eval FILE`: the candidate starts beside the reference; target 30 s here)")
+    for full, title in ((full, "reference run + the original's own text as the candidate, as `autocomp eval FILE` "
+                               "and a search's baseline: beside the reference only its reversed-loop run"),
+                        (full_copy, "reference run + the same code as another text (a comment added): the full "
+                                    "candidate path any other candidate takes, started beside the reference")):
+        if not full:
+            continue
+        print(f"\nfull evaluation at published shapes ({title}; through the sandbox; target 30 s here)")
         print(f"  {'trajectory':<16} {'verdict':<8} {'instr':>8} {'ref s':>7} {'cand s':>7} {'wall s':>7} {'CPU s':>7} "
               f"{'est s':>6} {'sets':>4}  load (1-min avg, before/after)")
         for r in full:

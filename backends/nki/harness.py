@@ -188,6 +188,22 @@ _MALFORMED = (ValueError, TypeError, IndexError, KeyError, OverflowError)
 _EARLY_LINE_STARTS = (b'["array",', b'["inputs",')
 
 
+def _reorder_verdict(first: list[np.ndarray], rev_out: list[np.ndarray]) -> Evaluation | None:
+    """The reversed-loop run against the first seed's outputs: None when they agree."""
+    if len(rev_out) != len(first):
+        return Evaluation(Verdict.RUNTIME_ERROR, feedback=(
+            "with its nl.affine_range iterations reversed the kernel returns "
+            f"{len(rev_out)} outputs instead of {len(first)}"))
+    for i, (a, b) in enumerate(zip(first, rev_out)):
+        msg = compare(a, b, f"output {i}")
+        if msg:
+            return Evaluation(Verdict.RUNTIME_ERROR, feedback=(
+                "loop-carried dependency: running the nl.affine_range iterations in reverse order changes the "
+                f"result ({msg}). affine_range iterations must be independent (accumulation into one PSUM tile "
+                "is fine); use nl.sequential_range for loops that depend on earlier iterations."))
+    return None
+
+
 class ChannelParser:
     """:func:`parse_channel`, fed as the bytes arrive (``run_limited``'s ``channel_sink``,
     called on the channel reader's thread): the trace, which the child streams while it
@@ -562,6 +578,10 @@ class Harness:
                 text = "\n".join(f"{problem.path}:{i.line}: {i.message}" for i in issues[:10])
                 return Evaluation(verdict, feedback=text)
         text = problem.file_with(code)
+        if text == problem.file_text:
+            ev = await self._evaluate_original(problem, text)
+            if ev is not None:
+                return ev
         oracle = self._oracles.get(problem.content_hash())
         early = None
         if oracle is None:
@@ -597,20 +617,14 @@ class Harness:
                 elif not _same(orig_in, a):
                     return Evaluation(Verdict.INCORRECT, feedback=f"the kernel modified its input argument {i}; inputs must stay unchanged")
         if self.reorder:
-            first = _seq(run.arrays, f"s{self.seeds[0]}_out")
-            rev_out = _seq(run.arrays, "rev_out")
-            if len(rev_out) != len(first):
-                return Evaluation(Verdict.RUNTIME_ERROR, feedback=(
-                    "with its nl.affine_range iterations reversed the kernel returns "
-                    f"{len(rev_out)} outputs instead of {len(first)}"))
-            for i, (a, b) in enumerate(zip(first, rev_out)):
-                msg = compare(a, b, f"output {i}")
-                if msg:
-                    return Evaluation(Verdict.RUNTIME_ERROR, feedback=(
-                        "loop-carried dependency: running the nl.affine_range iterations in reverse order changes the "
-                        f"result ({msg}). affine_range iterations must be independent (accumulation into one PSUM tile "
-                        "is fine); use nl.sequential_range for loops that depend on earlier iterations."))
+            problem_ev = _reorder_verdict(_seq(run.arrays, f"s{self.seeds[0]}_out"), _seq(run.arrays, "rev_out"))
+            if problem_ev is not None:
+                return problem_ev
         est = await asyncio.to_thread(estimate, run.trace)  # (the loop serves other children meanwhile)
+        return self._rated(est, oracle)
+
+    def _rated(self, est: Estimate, oracle: Oracle) -> Evaluation:
+        """A correct candidate's evaluation: its estimate beside the original's."""
         base = oracle.estimate.cycles
         speed = f" ({base / est.cycles:.2f}x the original's {base:,.0f})" if est.cycles > 0 and base > 0 else ""
         metrics = {
@@ -625,8 +639,52 @@ class Harness:
                          "check every set.")
         return Evaluation(Verdict.CORRECT, metrics=metrics, feedback=feedback, tier=TIER, confirmed=False)
 
+    async def _evaluate_original(self, problem: Problem, text: str) -> Evaluation | None:
+        """The original file itself as the candidate (``autocomp eval FILE``, the search's
+        baseline, ``--against``'s baseline): the oracle ran exactly this code on the same
+        inputs, so its outputs and trace stand for a candidate run's, and only the
+        reversed-loop run is left (started beside the original, like any first candidate).
+        None, for the ordinary candidate path, when the original writes an output argument
+        (a candidate gets it poisoned, which the oracle's run did not)."""
+        oracle = self._oracles.get(problem.content_hash())
+        early = None
+        if oracle is None and self.reorder:
+            oracle, early = await self._beside_oracle(problem, text, reverse_only=True)
+        elif oracle is None:
+            oracle = await self.oracle(problem)
+        if oracle.out_args:
+            if early is not None:
+                early[1].cancel()
+                await asyncio.gather(early[1], return_exceptions=True)
+            return None
+        if self.reorder:
+            run = None
+            if early is not None:
+                seed, task = early
+                try:
+                    run = await task
+                except Exception:  # noqa: BLE001 - run again below, the ordinary way
+                    run = None
+                if run is not None and (not run.ok or seed != oracle.seeds[0]):
+                    run = None  # (a failure under the early run's smaller limits is not the verdict)
+            if run is None:
+                extra = {"inputs": {"dtypes": oracle.input_dtypes}, "poison": [], "reorder": True,
+                         "seeds": [oracle.seeds[0]], "reverse_only": True}
+                run = await self._run_child(text, problem.name, "candidate", extra, _source_dir(problem),
+                                            oracle.inputs_packed, oracle=oracle)
+            if run.timed_out:
+                return Evaluation(Verdict.TIMEOUT, feedback="the kernel did not finish within "
+                                  f"{self._limit_note(self.limits(oracle)[0])} in the interpreter (reversed-loop run)")
+            if not run.ok:
+                return _error_evaluation(run.data.get("error", {}), problem.path)
+            problem_ev = _reorder_verdict(oracle.outputs[oracle.seeds[0]], _seq(run.arrays, "rev_out"))
+            if problem_ev is not None:
+                return problem_ev
+        return self._rated(oracle.estimate, oracle)
+
     # -- a candidate started beside the original --------------------------------------
-    async def _beside_oracle(self, problem: Problem, text: str) -> tuple[Oracle, tuple[int, asyncio.Task] | None]:
+    async def _beside_oracle(self, problem: Problem, text: str,
+                             reverse_only: bool = False) -> tuple[Oracle, tuple[int, asyncio.Task] | None]:
         """The oracle, and the candidate's run on the first input set if it could start while
         the original was still running (``early_start``): as soon as the oracle's child has
         sent that set, before its own run. On two cores the original and a first candidate
@@ -637,7 +695,7 @@ class Harness:
             await asyncio.wait({job.task, job.inputs}, return_when=asyncio.FIRST_COMPLETED)
             if job.inputs.done() and not job.task.done():
                 seed, arrays = job.inputs.result()
-                early = (seed, asyncio.ensure_future(self._early_run(problem, text, seed, arrays)))
+                early = (seed, asyncio.ensure_future(self._early_run(problem, text, seed, arrays, reverse_only)))
         try:
             oracle = await asyncio.shield(job.task)
         except BaseException:
@@ -647,14 +705,17 @@ class Harness:
             raise
         return oracle, early
 
-    async def _early_run(self, problem: Problem, text: str, seed: int, arrays: list[np.ndarray]) -> ChildRun:
-        """The candidate on ``seed``'s inputs (and the reversed run), before the oracle is
-        known: no argument poisoned, and the smallest limits a candidate can get (the
-        settings; a candidate's grow with the original's time and data)."""
+    async def _early_run(self, problem: Problem, text: str, seed: int, arrays: list[np.ndarray],
+                         reverse_only: bool = False) -> ChildRun:
+        """The candidate on ``seed``'s inputs (and the reversed run; with ``reverse_only``,
+        for the original itself, that run alone), before the oracle is known: no argument
+        poisoned, and the smallest limits a candidate can get (the settings; a candidate's
+        grow with the original's time and data)."""
         in_arrays = {f"s{seed}_in{i}": a for i, a in enumerate(arrays)}
         packed, dtypes = pack_arrays(in_arrays)
         memory = max(self.memory_bytes, MEMORY_BASE + MEMORY_PER_DATA_BYTE * sum(int(a.nbytes) for a in arrays))
-        extra = {"inputs": {"dtypes": dtypes}, "poison": [], "reorder": self.reorder, "seeds": [seed]}
+        extra = {"inputs": {"dtypes": dtypes}, "poison": [], "reorder": self.reorder, "seeds": [seed],
+                 **({"reverse_only": True} if reverse_only else {})}
         return await self._run_child(text, problem.name, "candidate", extra, _source_dir(problem), packed,
                                      limits=(self.timeout, memory))
 

@@ -499,13 +499,16 @@ def run(request: dict[str, Any], channel: Channel | None = None, inputs_raw: byt
     cpu_start = time.process_time()
     stage = "run"
     reverse = None
-    if rev_fn is not None and request.get("parallel_reorder", True) and len(seeds) >= 1:
+    # The original file as its own candidate: the oracle's run of it already gave its outputs
+    # and trace, so only the reversed-loop run (first seed) is left to do here.
+    forward = seeds if mode == "oracle" or not (request.get("reverse_only") and rev_fn is not None) else []
+    if rev_fn is not None and request.get("parallel_reorder", True) and len(forward) >= 1:
         # The reversed run goes on in a forked copy of this process, beside the seeds (a second
         # core halves a large candidate's time); its kernel process is the second one forked
         # before the inputs were read, as in the sequential order.
         reverse = _ReverseWorker(kprocs, inputs[seeds[0]], poison, path, names, grid)
     try:
-        for n, seed in enumerate(seeds):
+        for n, seed in enumerate(forward):
             args = [(_poisoned(a) if i in poison else a) for i, a in enumerate(inputs[seed])]
             core.stream_to(sink if n == 0 else None)
             try:

@@ -19,6 +19,10 @@ from autocomp.model import Verdict
 
 from test_nki_harness import BASE, ORIGINAL, OUT_ARG, variant  # the same kernels, one definition
 
+# The original's code as a different text: evaluated as any candidate (the original's own
+# text takes the shorter path of test_the_original_as_its_own_candidate_*).
+COPY = ORIGINAL.rstrip("\n") + "  # a copy\n"
+
 
 def _line(msg) -> bytes:
     return json.dumps(msg).encode() + b"\n"
@@ -105,7 +109,7 @@ def _problem(tmp_path, text=BASE, settings=None):
 def test_the_candidate_runs_beside_the_original_with_the_smallest_limits(tmp_path, monkeypatch):
     runs = _recording(monkeypatch)
     backend, problem = _problem(tmp_path)
-    (ev,) = asyncio.run(backend.evaluate(problem, [ORIGINAL]))
+    (ev,) = asyncio.run(backend.evaluate(problem, [COPY]))
     assert ev.verdict is Verdict.CORRECT, ev.feedback
     oracle, cand = runs
     assert oracle["mode"] == "oracle" and oracle["extra"]["early_inputs"] is True
@@ -121,7 +125,7 @@ def test_the_original_runs_once_however_many_candidates_wait(tmp_path, monkeypat
     runs = _recording(monkeypatch)
     backend, problem = _problem(tmp_path)
     wrong = variant("operand0=2.0", "operand0=3.0")
-    evs = asyncio.run(backend.evaluate(problem, [ORIGINAL, wrong, ORIGINAL]))
+    evs = asyncio.run(backend.evaluate(problem, [COPY, wrong, ORIGINAL]))
     assert [e.verdict for e in evs] == [Verdict.CORRECT, Verdict.INCORRECT, Verdict.CORRECT]
     assert [r["mode"] for r in runs].count("oracle") == 1
 
@@ -131,7 +135,7 @@ def test_more_input_sets_run_after_the_early_one(tmp_path, monkeypatch):
     a second child the other two (no reversed run); a wrong kernel is still caught."""
     runs = _recording(monkeypatch)
     backend, problem = _problem(tmp_path, settings={"seeds": [0, 1, 2]})
-    good, bad = asyncio.run(backend.evaluate(problem, [ORIGINAL, variant("operand0=2.0", "operand0=3.0")]))
+    good, bad = asyncio.run(backend.evaluate(problem, [COPY, variant("operand0=2.0", "operand0=3.0")]))
     assert good.verdict is Verdict.CORRECT and bad.verdict is Verdict.INCORRECT, (good.feedback, bad.feedback)
     assert "Checked on" not in good.feedback  # all three sets
     rest = [r for r in runs if r["mode"] == "candidate" and r["extra"]["seeds"] == [1, 2]]
@@ -152,14 +156,17 @@ def test_an_early_run_that_failed_under_its_limits_is_run_again(tmp_path, monkey
     verdict; the candidate runs again with the limits the original's time gives."""
     runs = _recording(monkeypatch)
 
-    async def timed_out(self, problem, text, seed, arrays):
+    async def timed_out(self, problem, text, seed, arrays, reverse_only=False):
         return ChildRun(False, {}, timed_out=True)
 
     monkeypatch.setattr(Harness, "_early_run", timed_out)
     backend, problem = _problem(tmp_path)
-    (ev,) = asyncio.run(backend.evaluate(problem, [ORIGINAL]))
+    (ev,) = asyncio.run(backend.evaluate(problem, [COPY]))
     assert ev.verdict is Verdict.CORRECT, ev.feedback
     assert [r["mode"] for r in runs] == ["oracle", "candidate"] and runs[1]["limits"] is None
+    (ev,) = asyncio.run(backend.evaluate(backend.make_problem(problem.path, problem.file_text + "\n"), [ORIGINAL]))
+    assert ev.verdict is Verdict.CORRECT, ev.feedback  # the original's own reversed run, likewise
+    assert [r["mode"] for r in runs[2:]] == ["oracle", "candidate"] and runs[3]["extra"]["reverse_only"] is True
 
 
 def test_an_original_that_fails_cancels_the_early_run_and_leaves_nothing_unretrieved(tmp_path, caplog):
@@ -184,7 +191,7 @@ def test_early_start_off_runs_the_original_first(tmp_path, monkeypatch):
     runs = _recording(monkeypatch)
     backend, problem = _problem(tmp_path)
     backend.harness.early_start = False
-    (ev,) = asyncio.run(backend.evaluate(problem, [ORIGINAL]))
+    (ev,) = asyncio.run(backend.evaluate(problem, [COPY]))
     assert ev.verdict is Verdict.CORRECT
     assert runs[0]["extra"]["early_inputs"] is False and runs[1]["start"] >= runs[0]["end"]
 
@@ -197,3 +204,71 @@ def test_the_seed_budget_counts_cpu_seconds_and_wall_seconds_before_the_first_ti
 
     assert budget_seconds(2.0, 7.5) == 2.0  # loaded machine: the CPU the original used
     assert budget_seconds(0.0, 0.003) == 0.003
+
+
+def test_the_original_as_its_own_candidate_runs_only_the_reversed_run_beside_it(tmp_path, monkeypatch):
+    """``autocomp eval FILE`` and the search's baseline: the oracle ran exactly this code on
+    the same inputs, so its outputs and trace stand; only the reversed-loop run is left, and
+    it starts beside the original. The rating is the original's own estimate."""
+    runs = _recording(monkeypatch)
+    backend, problem = _problem(tmp_path, settings={"seeds": [0, 1]})
+    (ev,) = asyncio.run(backend.evaluate(problem, [ORIGINAL]))
+    assert ev.verdict is Verdict.CORRECT, ev.feedback
+    oracle, rev = runs
+    assert rev["mode"] == "candidate" and rev["extra"]["reverse_only"] is True and rev["extra"]["seeds"] == [0]
+    assert rev["start"] < oracle["end"] and rev["limits"][0] == backend.harness.timeout
+    base = backend.harness._oracles[problem.content_hash()].estimate
+    assert ev.metrics["cycles"].value == base.cycles and "(1.00x the original's" in ev.feedback
+    (again,) = asyncio.run(backend.evaluate(problem, [ORIGINAL]))  # oracle known: one reversed run
+    assert again.verdict is Verdict.CORRECT and len(runs) == 3 and runs[2]["extra"]["reverse_only"] is True
+    assert runs[2]["limits"] is None
+
+
+ORDER_DEPENDENT = '''import numpy as np
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def last_block(a):
+    out = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    for i in nl.affine_range(a.shape[0] // 128):
+        nisa.dma_copy(dst=t, src=a[i * 128:(i + 1) * 128, :])
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def get_inputs(rng):
+    return [rng.standard_normal((512, 8)).astype(np.float32)]
+'''
+
+
+def test_the_original_as_its_own_candidate_still_meets_the_reversed_run(tmp_path, monkeypatch):
+    """An original whose result depends on the order of its affine_range iterations fails
+    as its own candidate, as any candidate with that code would."""
+    runs = _recording(monkeypatch)
+    backend, problem = _problem(tmp_path, ORDER_DEPENDENT)
+    (ev,) = asyncio.run(backend.evaluate(problem, [problem.code]))
+    assert ev.verdict is Verdict.RUNTIME_ERROR and "loop-carried dependency" in ev.feedback, ev.feedback
+    assert [r["extra"].get("reverse_only") for r in runs if r["mode"] == "candidate"] == [True]
+
+
+def test_an_original_that_writes_an_argument_is_its_own_candidate_the_ordinary_way(tmp_path, monkeypatch):
+    """A candidate gets written arguments poisoned, which the oracle's run did not: the
+    original's outputs cannot stand for such a run, so it runs as any candidate."""
+    runs = _recording(monkeypatch)
+    backend, problem = _problem(tmp_path, OUT_ARG, {"seeds": [0, 1]})
+    (ev,) = asyncio.run(backend.evaluate(problem, [problem.code]))
+    assert ev.verdict is Verdict.CORRECT, ev.feedback
+    full = [r for r in runs if r["mode"] == "candidate" and not r["extra"].get("reverse_only")]
+    assert full and full[-1]["extra"]["poison"] == [1]
+
+
+def test_the_original_without_the_reorder_check_needs_no_candidate_run(tmp_path, monkeypatch):
+    runs = _recording(monkeypatch)
+    backend, problem = _problem(tmp_path)
+    backend.harness.reorder = False
+    (ev,) = asyncio.run(backend.evaluate(problem, [ORIGINAL]))
+    assert ev.verdict is Verdict.CORRECT and [r["mode"] for r in runs] == ["oracle"]

@@ -804,3 +804,32 @@ def test_nki_bypass_requests_only_the_fallback_json_reader_takes_are_read_as_jso
     assert both == json_alone
     # A refusal the runner reports, or the kernel's own NKI error: never another exception.
     assert both[0] != "raised" or both[1] == "NkiError", both
+
+
+def test_nki_attack_a_near_copy_of_the_original_is_evaluated_in_full(tmp_path, monkeypatch):
+    """Attack: the original's own text is not run as a candidate (the oracle's run of it
+    stands, only the reversed run is left). A cheat that looks like the original (one
+    constant changed, a comment saying it is the original, a trailing space) hopes to be
+    taken for it and inherit its verdict. Only the exact file the oracle ran is; everything
+    else runs the full candidate path and is judged on what it computes."""
+    from autocomp.backends.nki.harness import Harness
+
+    kinds = []
+    orig = Harness._run_child
+
+    async def run_child(self, file_text, function, mode, extra, *a, **k):
+        kinds.append((mode, bool(extra.get("reverse_only"))))
+        return await orig(self, file_text, function, mode, extra, *a, **k)
+
+    monkeypatch.setattr(Harness, "_run_child", run_child)
+    path = tmp_path / "scale_add.py"
+    path.write_text(BASE)
+    backend = get_backend("nki", {"timeout": 20, "seeds": [0]})
+    problem = backend.make_problem(str(path), BASE)
+    cheat = ORIGINAL.replace("operand0=2.0", "operand0=3.0").rstrip("\n") + "  # identical to the original\n"
+    near = ORIGINAL.replace("\n", " \n", 1)
+    ev_cheat, ev_near, ev_same = asyncio.run(backend.evaluate(problem, [cheat, near, ORIGINAL]))
+    assert ev_cheat.verdict is Verdict.INCORRECT, ev_cheat.feedback
+    assert ev_near.verdict is Verdict.CORRECT and ev_same.verdict is Verdict.CORRECT
+    full = [k for k in kinds if k == ("candidate", False)]
+    assert len(full) == 2 and ("candidate", True) in kinds  # the two look-alikes in full; the original not
