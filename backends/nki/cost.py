@@ -412,7 +412,13 @@ def _latest(entries: list[tuple[int, int, int, int, float]] | None, box: list[in
     if not entries:
         return 0.0
     plo, phi, flo, fhi = box
-    return max((e[4] for e in entries if e[0] < phi and plo < e[1] and e[2] < fhi and flo < e[3]), default=0.0)
+    # (a plain loop: most lists hold one or two records, where a generator's set-up was most
+    # of the cost; completion times are never negative, so 0.0 is the same default)
+    best = 0.0
+    for e in entries:
+        if e[4] > best and e[0] < phi and plo < e[1] and e[2] < fhi and flo < e[3]:
+            best = e[4]
+    return best
 
 
 _MAX_ENTRIES = 48

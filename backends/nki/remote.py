@@ -414,6 +414,11 @@ class KernelProcess:
             raise ValueError(f"bad value {type(x).__name__}")
         if "t" in x:
             return self._tensor(x["t"])
+        if "v" in x:  # a view named where it is used (tracer.LazyView): as a getitem request
+            v = x["v"]
+            if type(v) is not list or len(v) != 2:
+                raise ValueError("bad view")
+            return self._tensor(v[0])[self._decode(v[1], arrays=True)]
         if "pd" in x:
             if not isinstance(x["pd"], int) or isinstance(x["pd"], bool):
                 raise ValueError("bad par_dim")

@@ -300,3 +300,56 @@ def get_inputs(rng):
     assert result["status"] == "ok", result
     assert made_when_sent == [1] and len(sys.modules["autocomp_nki_kernel"].CALLS) == 3
     assert "s0_in0" not in arrays and "s1_in0" in arrays  # the first set went early, once
+
+
+VIEWS = '''import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def views(a, b):
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    v = a[0:128, :]
+    w = v
+    t = nl.load(v)
+    u = nl.load(w)
+    a = None
+    acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+    s = acc[...]
+    s += nl.matmul(t[...], nl.load(b[0:128, :]), transpose_x=True)
+    s += nl.matmul(u, nl.load(b[0:128, ...]), transpose_x=True)
+    n = s.shape[0]
+    r = nl.copy(acc, dtype=nl.float32)
+    r2 = r[0:n, :]
+    r2[0:1, 0:4] = nl.multiply(r2[0:1, 0:4], 2.0)
+    nl.store(out[0:128, :], value=r2)
+    return out
+'''
+
+
+def test_views_named_where_they_are_used_give_the_trace_and_values_of_requests(tmp_path, monkeypatch):
+    """Views of plain keys travel inline (tracer.LazyView): used twice, after their parent's
+    name is rebound, as a ``+=`` target, asked for their shape and assigned into, they give
+    what one getitem request each gave."""
+    install()
+    path = tmp_path / "views.py"
+    path.write_text(VIEWS)
+    rng = np.random.default_rng(7)
+    args = [rng.standard_normal((128, 128)).astype(np.float32), rng.standard_normal((128, 512)).astype(np.float32)]
+    local = execute(_module(path, "lean_views").views, args, kernel_file=str(path))
+    ops = []
+    handle = KernelProcess._handle
+
+    def counted(self, op, msg):
+        ops.append(op)
+        return handle(self, op, msg)
+
+    monkeypatch.setattr(KernelProcess, "_handle", counted)
+    far = _run_remote(path, "views", args)
+    # Ten views in the kernel; asked for: s (+= target, then its shape) and r2 (assigned into).
+    assert ops.count("getitem") == 2, ops
+    assert [i.to_list() for i in far.trace] == [i.to_list() for i in local.trace]
+    np.testing.assert_array_equal(far.outputs[0], local.outputs[0])
+    want = 2 * (args[0].T @ args[1])
+    want[0, :4] *= 2
+    np.testing.assert_allclose(local.outputs[0], want, rtol=1e-4, atol=1e-3)

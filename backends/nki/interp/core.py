@@ -409,7 +409,10 @@ class Allocation:
         self.whole: tuple | None = None  # region() of the whole allocation, once computed
         if data is not None:
             self._data = data
-            self._written = np.ones(shape, dtype=bool)
+            # Written whole from the start (and stores into a full allocation leave the mask
+            # alone): one read-only True seen in every position, not a mask to allocate and
+            # fill (an instruction's result at published shapes, tens of thousands of times).
+            self._written = np.broadcast_to(np.True_, shape)
             self._phys = data
         else:
             # Stored partition-major (the partition axis first in memory), viewed in the
@@ -609,14 +612,17 @@ class Tensor:
             mask = np.broadcast_to(np.asarray(mask, dtype=bool), shape) & np.broadcast_to(self._valid, shape)
         if mask is not None:
             mask = np.broadcast_to(np.asarray(mask, dtype=bool), shape)
+            full = self._alloc.full  # (every element written already: the mask stays as it is)
             if self._key is None:
                 self._data[mask] = cast[mask]
-                self._written[mask] = True
+                if not full:
+                    self._written[mask] = True
             else:
                 idx = _expand_key(self._key, shape)
                 sel = tuple(i[mask] for i in idx)
                 self._data[sel] = cast[mask]
-                self._written[sel] = True
+                if not full:
+                    self._written[sel] = True
             return
         if self._key is None:
             self._data[...] = cast
@@ -626,11 +632,13 @@ class Tensor:
                     self._alloc.full = True
         elif self._basic is None:
             self._data[self._key] = cast
-            self._written[self._key] = True
+            if not self._alloc.full:
+                self._written[self._key] = True
         else:
             key, sliced = self._basic
             self._data[key] = cast if sliced == shape else cast.reshape(sliced)
-            self._written[key] = True
+            if not self._alloc.full:
+                self._written[key] = True
 
     # -- old-API conveniences -----------------------------------------------------------
     def __setitem__(self, key: Any, value: Any) -> None:
