@@ -3,13 +3,16 @@
 Run as ``python -I -m autocomp.backends.nki.runner`` through
 :func:`autocomp.sandbox.run_limited` (no network, an empty environment, no ``/proc``, a
 read-only view of Python, its work directory writable), with the request on stdin: one JSON
-line, then (for candidates) the oracle's inputs as an .npz, so no inputs file exists where
-kernel code could read it. It never decides a verdict.
+line, then (for candidates) the oracle's inputs as raw arrays after one JSON header
+(:func:`autocomp.backends.nki.portable.pack_arrays`), so no inputs file exists where kernel
+code could read it. It never decides a verdict.
 
 Modes: ``oracle`` (the user's original file, trusted: loaded here, inputs made with its
 ``get_inputs``, every seed run while the runs so far predict a total within ``seed_budget``
 seconds; at least the first) and ``candidate`` (every seed, then with ``reorder`` the
-first seed once more with every ``affine_range`` reversed). For a candidate, the kernel's
+first seed once more with every ``affine_range`` reversed, recording no trace; with
+``reverse_only``, for the original file as its own candidate, only that reversed run). For
+a candidate, the kernel's
 Python runs in kernel processes (:mod:`autocomp.backends.nki.tracer`) forked before the
 inputs are read, with stdin and every descriptor but two pipes closed, and served by
 :mod:`autocomp.backends.nki.remote` from this process, which made itself non-dumpable: one
