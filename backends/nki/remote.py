@@ -291,6 +291,9 @@ class KernelProcess:
                 self.failure = self.failure or err
                 reply = {"error": {"message": exc.render(), "nki": exc.to_json()}}
             except KernelFailure as exc:
+                # (a request naming a tensor of an earlier call fails the run even when nobody
+                # waits for its answer, as an NKI error does: else it silently did nothing)
+                self.failure = self.failure or dict(exc.error)
                 reply = {"error": {"message": exc.error.get("message", ""), "nki": _nki_json(exc.error)}}
             except RecursionError:
                 self.failure = self.failure or {"kind": "runtime", "message": "recursion too deep"}

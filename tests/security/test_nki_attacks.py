@@ -663,17 +663,17 @@ async def test_nki_bypass_index_entry_cannot_be_redefined_after_its_check(hostil
 
 
 @pytest.mark.parametrize("view, words", [
-    ({"v": [4242, {"T": [{"S": [0, 128, None]}, 0]}]}, ""),  # a handle never made: nothing is done
+    ({"v": [4242, {"T": [{"S": [0, 128, None]}, 0]}]}, "earlier kernel call"),  # a handle never made
     ({"v": [-1]}, "bad view"),
     ({"v": "t"}, "bad view"),
     ({"v": [-1, {"T": [{"ix": 4242}, 0]}]}, "undefined index array"),  # the key's rules still hold
-    ({"v": [{"v": [-1, 0]}, 0]}, ""),  # a view of a view: not a handle, nothing is done
+    ({"v": [{"v": [-1, 0]}, 0]}, "earlier kernel call"),  # a view of a view: not a handle
 ])
 async def test_nki_bypass_inline_view_is_checked_as_a_getitem_request(hostile, target, honest, view, words):
     """A view named where it is used (``{"v": [handle, key]}``, tracer.LazyView) gets what
-    a getitem request gets: the handle must be one this run made (else the request does
-    nothing, as a getitem naming it would), the key passes the same checks; a malformed one
-    is refused. Either way the kernel does not win."""
+    a getitem request gets: the handle must be one this run made (else the run fails, as
+    for any request naming it), the key passes the same checks; a malformed one is refused.
+    The kernel does not win."""
     code = _raw([{"op": "call", "mod": "new.isa", "name": "dma_copy", "args": {"L": []},
                   "kw": {"D": [["dst", {"t": -1}], ["src", view]]}, "line": 1}])
     ev = await attack(hostile, target, honest, code, bypass=True)
