@@ -34,6 +34,14 @@ def save_arrays(path: str | Path, arrays: dict[str, np.ndarray]) -> dict[str, st
     return names
 
 
+def _stored_dtype(name: str) -> tuple[np.dtype, bool]:
+    """(the dtype an array of dtype ``name`` is read as, whether it is a boolean array
+    stored as one byte per element): one answer for both formats."""
+    if name in ("bool", "bool_"):
+        return np.dtype(np.uint8), True
+    return DTYPES.get(name) or np.dtype(name), False
+
+
 def load_arrays(path: str | Path, dtypes: dict[str, str]) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     with np.load(path, allow_pickle=False) as data:
@@ -41,10 +49,10 @@ def load_arrays(path: str | Path, dtypes: dict[str, str]) -> dict[str, np.ndarra
             if key not in data.files:
                 raise ValueError(f"{path}: array {key!r} missing")
             raw = data[key]
-            if name in ("bool", "bool_"):
+            dt, boolean = _stored_dtype(name)
+            if boolean:
                 out[key] = raw.astype(bool)
                 continue
-            dt = DTYPES.get(name) or np.dtype(name)
             if raw.dtype.itemsize != dt.itemsize or raw.dtype.kind != "u":
                 raise ValueError(f"{path}: array {key!r} has raw dtype {raw.dtype}, expected {dt.itemsize}-byte unsigned")
             out[key] = raw.view(dt)
@@ -96,8 +104,7 @@ def unpack_arrays(raw: bytes, dtypes: dict[str, str]) -> dict[str, np.ndarray]:
     for key, name, shape, nbytes in header:
         if key not in dtypes or dtypes[key] != name or key in out:
             raise ValueError(f"array {key!r} is not the manifest's")
-        boolean = name in ("bool", "bool_")
-        dt = np.dtype(np.uint8) if boolean else (DTYPES.get(name) or np.dtype(name))
+        dt, boolean = _stored_dtype(name)
         shape = tuple(int(n) for n in shape)
         if int(np.prod(shape, dtype=object)) * dt.itemsize != nbytes or pos + nbytes > len(raw):
             raise ValueError(f"array {key!r}: {nbytes} bytes do not hold {shape} {name}")
