@@ -120,7 +120,8 @@ def vector_elements(ins: Instr, psum: set[int] | frozenset[int] = frozenset()) -
     """VectorE cycles an instruction streams (before the MIN_II floor), per the NKI ISA
     reference: tensor_tensor reads both inputs through SBUF in 2N cycles, N when one input is in
     PSUM or when all tiles are bf16 and the operator is add/multiply/subtract; tensor_reduce
-    of bf16 with add/max takes N/2; tensor_tensor_scan and scalar_tensor_tensor 2N;
+    of bf16 with add/max takes N/2; tensor_copy_predicated 2N, N when its source or predicate
+    is in PSUM; tensor_tensor_scan and scalar_tensor_tensor 2N;
     reciprocal 8N; bn_aggr 13N/3; every other VectorE instruction N."""
     n = float(ins.free)
     op = ins.info.get("op")
@@ -128,6 +129,8 @@ def vector_elements(ins: Instr, psum: set[int] | frozenset[int] = frozenset()) -
         if _touches(ins, psum) or (ins.dtype_bytes == 2 and op in _BF16_FAST_TT):
             return n
         return 2.0 * n
+    if ins.op == "tensor_copy_predicated":  # 2N with src and predicate in SBUF, N with one in PSUM
+        return n if _touches(ins, psum) else 2.0 * n
     if ins.op == "tensor_reduce" and ins.dtype_bytes == 2 and op in _BF16_FAST_REDUCE:
         return n / 2.0
     if ins.op == "scalar_tensor_tensor" and ins.dtype_bytes == 2:

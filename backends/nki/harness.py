@@ -229,6 +229,7 @@ class ChannelParser:
         self.early: dict[str, np.ndarray] = {}  # the oracle's first input set, once sent
         self.inputs_done = False
         self.wire = Decoder()  # the binary trace batches' templates
+        self.header: tuple[int, Any] | None = None  # (position, parsed header) of a batch still arriving
 
     def feed(self, chunk: bytes) -> None:
         self.size += len(chunk)
@@ -264,17 +265,24 @@ class ChannelParser:
         if self.pos > 1 << 20:  # what was parsed is not kept
             del self.buf[:self.pos]
             self.pos = 0
+            self.header = None
 
     def _wire_batch(self, line: bytearray, end: int) -> bool:
         """Take one binary trace batch (header line and payload); False when its payload has
         not all arrived yet, or when it is malformed (then ``problem`` says why)."""
         try:
-            msg = json.loads(line)
+            if self.header is not None and self.header[0] == self.pos:
+                msg = self.header[1]  # read when the first piece of its payload came
+            else:
+                msg = json.loads(line)
             nbytes = int(msg[2])
             if nbytes < 0:
                 raise ValueError("negative size")
             if len(self.buf) - end - 1 < nbytes:
+                # (a payload arrives in many pieces: its header is read once, not per piece)
+                self.header = (self.pos, msg)
                 return False
+            self.header = None
             self.wire.define(msg[1])
             ok = self.wire.apply(memoryview(self.buf)[end + 1:end + 1 + nbytes], self.trace, MAX_TRACE)
         except _MALFORMED as exc:

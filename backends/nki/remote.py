@@ -74,7 +74,8 @@ MAX_INDEX_ELEMENTS = 1 << 22
 # runs, every this many container allocations; the thresholds are restored after the run.
 GC_THRESHOLD = 10_000
 # Calls taking a host integer/boolean array: (positional index or indices, keyword name).
-_ARRAY_ARGS = {"iota": ((0, 1), "expr"), "affine_select": ((0, 1), "pred"), "shared_constant": (0, "value")}
+_ARRAY_ARGS = {"iota": ((0, 1), "expr"), "affine_select": ((0, 1), "pred"), "shared_constant": (0, "value"),
+               "tensor_copy_predicated": (2, "predicate")}
 
 
 class KernelFailure(Exception):
@@ -328,7 +329,7 @@ class KernelProcess:
                 raise ValueError(f"no NKI function {msg.get('mod')}.{name}")
             fn = table[name]
             # Integer/boolean host arrays are accepted where NKI takes trace-time index data:
-            # an iota or affine_select expression, a mask, a shared_constant's values.
+            # an iota or affine_select expression, a predicate, a mask, a shared_constant's values.
             pos, key = _ARRAY_ARGS.get(name, (-1, ""))
             args = [self._decode(a, arrays=(i in pos if isinstance(pos, tuple) else i == pos))
                     for i, a in enumerate(self._list(msg.get("args")))]

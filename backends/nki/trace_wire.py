@@ -6,10 +6,15 @@ parent (a 131k-instruction run: 2.2 s and 3.4 s). Here a batch is one JSON line
 ``["tb", templates, nbytes]`` followed by ``nbytes`` bytes of native-endian int64: every
 instruction names a *template* (op, engine, kernel line and its ``info`` without the loop
 position, defined once per channel in some batch's ``templates`` as ``[id, op, engine,
-line, info]``) and carries only its numbers:
+line, info]``) and carries only its numbers. The loop position and the PSUM operand ids
+change from one instruction to the next (every matmul of a large kernel accumulates into a
+fresh PSUM tile), so they travel with the instruction, not in its template: as part of a
+template they made one template per instruction, and a 100k-instruction GEMM sent 3 MB of
+templates (read again each time a batch's payload arrived in pieces).
 
 * instruction: ``0, template, partitions, free, dtype_bytes, n, n regions of 5, m, m
-  regions of 5, 0`` (no loop) or ``1, loop[5]`` (``info["loop"]``);
+  regions of 5``, then ``0`` (no loop) or ``1, loop[5]`` (``info["loop"]``), then ``0`` or
+  ``k, k ids`` (``info["psum"]``: the ids of its PSUM operands, when it names any);
 * amendment of an instruction sent in an earlier batch: ``1, index, n, n regions, m, m
   regions`` (regions it reads, regions it writes).
 
@@ -30,6 +35,7 @@ TAG = "tb"
 LINE_START = b'["tb",'
 INSTR, AMEND = 0, 1
 MAX_TEMPLATES = 1 << 20
+MAX_PSUM_IDS = 64  # PSUM operands of one instruction (a handful in practice)
 
 
 def _frozen(value: Any) -> Any:
@@ -46,6 +52,10 @@ def _plain_loop(loop: Any) -> bool:
     return type(loop) is list and len(loop) == 5 and all(type(v) is int for v in loop)
 
 
+def _plain_ids(ids: Any) -> bool:
+    return type(ids) is list and 0 < len(ids) <= MAX_PSUM_IDS and all(type(v) is int for v in ids)
+
+
 class Encoder:
     """Instructions and amendments, in order, into batches (the child's side)."""
 
@@ -57,10 +67,16 @@ class Encoder:
     def instr(self, ins: Instr) -> None:
         info = ins.info
         loop = info.get("loop")
-        if loop is not None and _plain_loop(loop):
-            static = {k: v for k, v in info.items() if k != "loop"}
+        if loop is not None and not _plain_loop(loop):
+            loop = None
+        psum = info.get("psum")
+        if psum is not None and not _plain_ids(psum):
+            psum = None
+        if loop is None and psum is None:
+            static = info
         else:
-            loop, static = None, info
+            static = {k: v for k, v in info.items() if not (k == "loop" and loop is not None
+                                                           or k == "psum" and psum is not None)}
         key = (ins.op, ins.engine, ins.line, _frozen(static))
         tid = self.templates.get(key)
         if tid is None:
@@ -78,6 +94,11 @@ class Encoder:
         else:
             ints.append(1)
             ints.extend(loop)
+        if psum is None:
+            ints.append(0)
+        else:
+            ints.append(len(psum))
+            ints.extend(psum)
 
     def amend(self, index: int, reads: tuple, writes: tuple) -> None:
         ints = self.ints
@@ -147,6 +168,14 @@ class Decoder:
                     i += 1
                 else:
                     raise ValueError("bad loop flag")
+                if i >= n:
+                    raise ValueError("cut instruction")
+                k = v[i]
+                if k:
+                    if not 0 < k <= MAX_PSUM_IDS or i + 1 + k > n:
+                        raise ValueError("bad PSUM id count")
+                    info["psum"] = v[i + 1:i + 1 + k]
+                i += 1 + k
                 if len(trace) >= max_trace:
                     return False
                 trace.append(Instr(op, engine, line, partitions, free, dtype_bytes, reads, writes, info))
@@ -174,4 +203,5 @@ def _regions(v: list[int], i: int, n: int) -> tuple[tuple[tuple[int, int, int, i
     end = i + 1 + 5 * count
     if count < 0 or end > n:
         raise ValueError("bad region count")
-    return tuple(tuple(v[j:j + 5]) for j in range(i + 1, end, 5)), end
+    it = iter(v[i + 1:end])
+    return tuple(zip(it, it, it, it, it)), end

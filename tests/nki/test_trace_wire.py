@@ -71,7 +71,7 @@ def _batch(templates, ints) -> bytes:
 
 
 T0 = [[0, "memset", "vector", 3, {}]]
-GOOD = [0, 0, 128, 4, 4, 0, 1, 1, 0, 128, 0, 16, 0]
+GOOD = [0, 0, 128, 4, 4, 0, 1, 1, 0, 128, 0, 16, 0, 0]  # ... no loop, no PSUM ids
 
 
 @pytest.mark.parametrize("raw", [
@@ -81,9 +81,13 @@ GOOD = [0, 0, 128, 4, 4, 0, 1, 1, 0, 128, 0, 16, 0]
     _batch([], GOOD),  # an undefined template
     _batch([[0, "memset", "vector", "3", {}]], GOOD),  # a line that is not an integer
     _batch([[0, "memset", "vector", 3, []]], GOOD),  # info that is not an object
-    _batch(T0, GOOD[:-1]),  # cut before the loop flag
-    _batch(T0, GOOD[:-1] + [2]),  # a loop flag that is neither 0 nor 1
-    _batch(T0, GOOD[:-1] + [1, 1, 2]),  # a loop cut short
+    _batch(T0, GOOD[:-2]),  # cut before the loop flag
+    _batch(T0, GOOD[:-2] + [2, 0]),  # a loop flag that is neither 0 nor 1
+    _batch(T0, GOOD[:-2] + [1, 1, 2]),  # a loop cut short
+    _batch(T0, GOOD[:-1]),  # cut before the PSUM id count
+    _batch(T0, GOOD[:-1] + [-1]),  # a negative PSUM id count
+    _batch(T0, GOOD[:-1] + [65] + [1] * 65),  # more PSUM ids than an instruction has operands
+    _batch(T0, GOOD[:-1] + [3, 1]),  # PSUM ids past the batch
     _batch(T0, GOOD[:5] + [-1] + GOOD[6:]),  # a negative region count
     _batch(T0, GOOD[:5] + [1 << 40] + GOOD[6:]),  # a count past the batch
     _batch(T0, [1, 0, 0, 0]),  # an amendment of an instruction never sent
@@ -126,6 +130,30 @@ def test_the_trace_limit_holds_for_batches(monkeypatch):
     raw, _ = _channel(_trace(20), size=3)
     result, _, _, problem = parse_channel(raw)
     assert result is None and "more than 10 instructions" in problem
+
+
+def test_changing_psum_ids_share_one_template():
+    """Every matmul of a large kernel accumulates into a fresh PSUM tile: the ids travel with
+    the instruction, so such a run defines one template, not one per instruction."""
+    region = (5, 0, 128, 0, 512)
+    trace = [Instr("nc_matmul", "tensor", 51, 128, 512, 4, (region,), (region,),
+                   {"stationary_free": 128, "loop": [2, 64, i % 64, 1, 1], "psum": [100 + i]}) for i in range(300)]
+    raw, expected = _channel(trace, size=64)
+    result, rebuilt, _, problem = parse_channel(raw)
+    assert problem == "" and rebuilt == expected
+    assert raw.count(b'"nc_matmul"') == 1
+
+
+def test_a_batch_header_is_read_once_however_its_payload_arrives(monkeypatch):
+    raw, expected = _channel(_trace(200), size=100)
+    reads = []
+    real = json.loads
+    monkeypatch.setattr("autocomp.backends.nki.harness.json.loads", lambda b, *a, **k: reads.append(1) or real(b, *a, **k))
+    fed = ChannelParser()
+    for i in range(0, len(raw), 7):
+        fed.feed(raw[i:i + 7])
+    assert fed.finish()[1] == expected
+    assert len(reads) <= 4  # two batch headers and the result line (not one per 7-byte piece)
 
 
 def test_decoder_templates_persist_across_batches():

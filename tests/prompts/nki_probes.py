@@ -64,6 +64,7 @@ def ops(x):
     nisa.tensor_tensor_scan(dst=y, data0=t, data1=t, initial=0.0, op0=nl.multiply, op1=nl.add)
     g = nl.mgrid[0:128, 0:512]
     nisa.affine_select(dst=y, pred=(g.x <= g.p), on_true_tile=t, on_false_value=0.0)
+    nisa.tensor_copy_predicated(dst=y, src=y, predicate=(g.x <= g.p))  # (y unchanged)
     pr = nl.ndarray((1, 512), dtype=nl.float32, buffer=nl.sbuf)
     nisa.tensor_partition_reduce(dst=pr, op=nl.add, data=t)
     idx = nl.ndarray((128, 512), dtype=nl.int32, buffer=nl.sbuf)
@@ -295,6 +296,7 @@ def ops(x):
     tsr = nisa.tensor_scalar_reduce(data=t, op0=nl.multiply, operand0=2.0, reduce_op=nl.add, reduce_res=r2)
     g = nl.mgrid[0:128, 0:512]
     sel = nisa.affine_select(g.x <= g.p, t, 0.0)
+    nisa.tensor_copy_predicated(src=sel, dst=sel, predicate=(g.x <= g.p))  # (sel unchanged)
     acc[...] = acc + y4 + ms + sc + tsr + sel
     acc[...] = nl.add(acc, mv[:, 0:1])
     acc[...] = nl.add(acc, pr2)

@@ -955,11 +955,78 @@ def dma_transpose(dst: Any = None, src: Any = None, *, axes: Any = None, dtype: 
     return out
 
 
+def tensor_copy_predicated(dst: Any = None, src: Any = None, predicate: Any = None, reverse_pred: bool = False, *,
+                           mask: Any = None, dtype: Any = None, name: str = "",
+                           call: str = "nisa.tensor_copy_predicated") -> None:
+    """``dst[pred] = src[pred]`` on VectorE; where the predicate is false ``dst`` keeps what
+    it held (NKI ISA reference). In both APIs it writes ``dst`` and returns nothing.
+
+    ``predicate`` is a tile (integer or boolean elements, non-zero meaning true; the reference
+    names uint8/16/32) or, as kernels write causal masks, a comparison of nl.arange / nl.mgrid
+    index expressions. ``src`` is a tile or a number; src and predicate may not both be in
+    PSUM. A tile ``src`` of another dtype than ``dst`` is rounded through fp32 as
+    tensor_copy does (the reference asks for one dtype; the value written is the same)."""
+    out = core.require_tensor(dst, "dst", call)
+    if not out.on_chip:
+        raise fail("buffer", "dst is in HBM; tensor_copy_predicated writes only SBUF or PSUM", call,
+                   "no compute on HBM")
+    shape, p = tuple(out.shape), out.shape[0]
+    pred_tile = None
+    if isinstance(predicate, Tensor):
+        pred_tile = _on_chip(predicate, "predicate", call)
+        if pred_tile.dtype.kind not in "biu":
+            raise fail("bad-operand", f"predicate must hold integers (uint8/uint16/uint32), got "
+                       f"{core.dtype_name(pred_tile.dtype)}", call)
+        if pred_tile.shape[0] != p or free_size(pred_tile.shape) != free_size(shape):
+            raise fail("shape-mismatch", f"predicate {pred_tile.shape} and dst {shape} must have the same partitions "
+                       "and elements per partition", call)
+        cond = read(pred_tile, "predicate", call).reshape(shape) != 0
+    else:
+        cond = np.asarray(predicate)
+        if cond.dtype != np.bool_:
+            raise fail("bad-operand", "predicate must be a tile or a comparison of nl.arange / nl.mgrid index "
+                       "expressions", call)
+        try:
+            cond = np.broadcast_to(cond, shape)
+        except ValueError:
+            raise fail("shape-mismatch", f"predicate of shape {cond.shape} does not match dst {shape}", call) from None
+    if reverse_pred:
+        cond = ~cond
+    reads = [] if pred_tile is None else [pred_tile]
+    if isinstance(src, Tensor):
+        t = _on_chip(src, "src", call)
+        if t.shape[0] != p or free_size(t.shape) != free_size(shape):
+            raise fail("shape-mismatch", f"src {t.shape} and dst {shape} must have the same partitions and elements "
+                       "per partition", call)
+        if pred_tile is not None and t._alloc.buffer == "psum" and pred_tile._alloc.buffer == "psum":
+            raise fail("buffer", "src and predicate are both in PSUM; at most one of them may be", call)
+        values = read(t, "src", call, mask).reshape(shape)
+        if values.dtype != out.dtype:
+            values = _f32(values)
+        reads.insert(0, t)
+        _consume(t)
+    elif isinstance(src, (int, float, np.integer, np.floating)) and not isinstance(src, (bool, np.bool_)):
+        values = np.full(shape, float(src), dtype=np.float32)
+    else:
+        raise fail("bad-operand", f"src must be a tile or a number, got {type(src).__name__}", call)
+    if mask is not None:
+        if STATE.style == "new":
+            raise fail("mixed-api", "mask= belongs to the older neuronxcc.nki API", call, static=True)
+        cond = cond & np.broadcast_to(np.asarray(mask, dtype=bool), shape)
+    out._store(values, cond)
+    record("tensor_copy_predicated", "vector", p, free_size(shape), _dtype_bytes(*reads, out), reads, [out])
+    return None
+
+
+def _old_tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None, dtype=None, **kw):
+    return tensor_copy_predicated(dst, src, predicate, reverse_pred, mask=mask, dtype=dtype)
+
+
 # ``nisa.reduce_cmd``: how an instruction's accumulator registers start.
 reduce_cmd = _types.SimpleNamespace(idle="idle", reset="reset", reset_reduce="reset_reduce", reduce="reduce")
 
 FUNCTIONS.update(tensor_tensor_scan=tensor_tensor_scan, tensor_scalar_reduce=tensor_scalar_reduce,
-                 affine_select=affine_select, dma_transpose=dma_transpose)
+                 affine_select=affine_select, dma_transpose=dma_transpose, tensor_copy_predicated=tensor_copy_predicated)
 
 
 def _old_tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *, dtype=None, mask=None, **kw):
@@ -978,7 +1045,7 @@ def _old_dma_transpose(src, *, axes=None, dtype=None, mask=None, **kw):
     return dma_transpose(None, src, axes=axes, dtype=dtype, mask=mask)
 
 
-OLD_FUNCTIONS.update(tensor_tensor_scan=_old_tensor_tensor_scan, tensor_scalar_reduce=_old_tensor_scalar_reduce,
+OLD_FUNCTIONS.update(tensor_copy_predicated=_old_tensor_copy_predicated, tensor_tensor_scan=_old_tensor_tensor_scan, tensor_scalar_reduce=_old_tensor_scalar_reduce,
                      affine_select=_old_affine_select, dma_transpose=_old_dma_transpose)
 
 
