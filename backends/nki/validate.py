@@ -732,9 +732,6 @@ class FunctionChecker:
             if not call and not api.value:
                 self.issue(e, f"`{text}` can only be called, not used as a value")
                 return
-            if self.v.style == {"new"} and e.attr in _OLDER_ONLY and api.name.startswith("nl."):
-                self.issue(e, f"`{text}` belongs to the older neuronxcc.nki API; with `import nki` use nisa "
-                              "instructions with dst=")
             return
         # An attribute of a value (tile, tensor, dtype, index grid).
         if call and e.attr == "append" and isinstance(e.value, ast.Name) and e.value.id in self.locals:
@@ -772,7 +769,6 @@ class FunctionChecker:
             self.expr(k.value)
 
 
-_OLDER_ONLY = {"load", "store", "matmul", "load_transpose2d", "transpose", "sum", "mean", "prod"}
 
 
 def _dotted(e: ast.expr) -> str:

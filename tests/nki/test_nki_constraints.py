@@ -193,19 +193,39 @@ def test_mixing_api_styles_is_a_static_error():
         onl.exp(t)
 
     @nki.jit
-    def old_call_in_new_api(a):
-        nl.load(a)
-
-    @nki.jit
     def missing_dst(a):
         t = nl.ndarray(a.shape, dtype=nl.float32, buffer=nl.sbuf)
         nisa.dma_copy(dst=t, src=a)
         nisa.tensor_copy(src=t)
 
-    for kernel in (k, old_call_in_new_api, missing_dst):
+    for kernel in (k, missing_dst):
         err = _error(kernel)
         assert err.static, err
-    assert "older neuronxcc.nki API" in str(_error(old_call_in_new_api))
+    assert "mixes API styles" in str(_error(k))
+
+
+def test_functional_language_forms_run_under_import_nki():
+    """NKI 2.29 put the functional forms back into ``nki.language`` (nl.load, nl.add,
+    nl.matmul, nl.copy, nl.store …): an `import nki` kernel may use them beside nisa."""
+
+    @nki.jit
+    def k(a, b):
+        out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+        at = nl.load(a)
+        bt = nl.load(b)
+        ps = nl.matmul(at, bt, transpose_x=True)
+        s = nl.add(nl.copy(ps), 1.0)
+        t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.activation(dst=t, op=nl.exp, data=s)
+        nl.store(out, value=nl.maximum(t, nl.sum(t, axis=1, keepdims=True)))
+        return out
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((128, 128)).astype(np.float32) * 0.1
+    b = rng.standard_normal((128, 512)).astype(np.float32) * 0.1
+    res = run(k, a, b)
+    t = np.exp(a.T @ b + 1.0)
+    np.testing.assert_allclose(res.outputs[0], np.maximum(t, t.sum(1, keepdims=True)), rtol=2e-5)
 
 
 def test_reduction_over_partitions_is_refused():

@@ -186,7 +186,12 @@ def _language_attrs(style: str) -> dict[str, Any]:
     attrs["mgrid"] = language.mgrid
     for name, value in language.OLDER_ONLY.items():
         attrs[name] = _styled(style, f"language.{name}", value)
-    attrs.update(language.OPS)
+    for name, op in language.OPS.items():
+        # Each module style has operator objects of its own, so that `onl.exp(t)` of
+        # neuronxcc.nki in an `import nki` kernel is still caught as mixing the two APIs; as
+        # op= they travel by name, the same operator in either style.
+        attrs[name] = isa.Op(op.name, op.fn, op.arity, op.engine,
+                             call=_styled(style, f"language.{name}", op._call) if op._call is not None else None)
     attrs["tile_size"] = language.tile_size
     return attrs
 

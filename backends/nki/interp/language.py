@@ -8,8 +8,9 @@ under ``import nki`` they are rejected with a message naming the ``nisa`` replac
 
 from __future__ import annotations
 
+import functools
 import math
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -168,15 +169,29 @@ empty_like = ndarray_like
 
 
 # ---------------------------------------------------------------------------- older API: data movement
-def _older(call: str, replacement: str) -> None:
-    if STATE.style == "new":
-        raise fail("mixed-api", f"{call} belongs to the older neuronxcc.nki API; with `import nki` use {replacement}",
-                   call, static=True)
+def _functional(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The functional forms (``nl.load``, ``nl.add``, ``nl.matmul``, …): the older
+    neuronxcc.nki API's, which NKI 2.29 put back into ``nki.language`` (each returns a new
+    tile). Under ``import nki`` they run as in the older API, where an instruction without
+    ``dst=`` makes its own result tile; kernels of NKI 2.24-2.28, whose ``nki.language`` lacked
+    them, simply do not call them."""
+
+    @functools.wraps(fn)
+    def call(*args: Any, **kw: Any) -> Any:
+        if STATE.style != "new":
+            return fn(*args, **kw)
+        STATE.style = "old"
+        try:
+            return fn(*args, **kw)
+        finally:
+            STATE.style = "new"
+
+    return call
 
 
+@_functional
 def load(src: Tensor, mask: Any = None, dtype: Any = None, **kw: Any) -> Tensor:
     """HBM → new SBUF tile (one DMA)."""
-    _older("nl.load", "nisa.dma_copy(dst=sbuf_tile, src=hbm_view)")
     src = core.require_tensor(src, "src", "nl.load")
     if not src.is_hbm:
         raise fail("bad-operand", f"nl.load reads HBM, but src is in {src._alloc.buffer}", "nl.load")
@@ -186,9 +201,9 @@ def load(src: Tensor, mask: Any = None, dtype: Any = None, **kw: Any) -> Tensor:
     return out
 
 
+@_functional
 def load_transpose2d(src: Tensor, mask: Any = None, dtype: Any = None, **kw: Any) -> Tensor:
     """HBM (P, F) → SBUF (F, P) through a transposing DMA (element-granular, slow)."""
-    _older("nl.load_transpose2d", "nisa.dma_copy + nisa.nc_transpose")
     src = core.require_tensor(src, "src", "nl.load_transpose2d")
     if not src.is_hbm or src.ndim != 2:
         raise fail("bad-operand", "nl.load_transpose2d reads a 2-D HBM view", "nl.load_transpose2d")
@@ -197,9 +212,9 @@ def load_transpose2d(src: Tensor, mask: Any = None, dtype: Any = None, **kw: Any
     return out
 
 
+@_functional
 def store(dst: Tensor, value: Any, mask: Any = None, **kw: Any) -> None:
     """SBUF tile → HBM (one DMA)."""
-    _older("nl.store", "nisa.dma_copy(dst=hbm_view, src=sbuf_tile)")
     dst = core.require_tensor(dst, "dst", "nl.store")
     if not dst.is_hbm:
         raise fail("bad-operand", f"nl.store writes HBM, but dst is in {dst._alloc.buffer}", "nl.store")
@@ -247,9 +262,9 @@ def _as_tile(x: Any, what: str, call: str) -> Tensor:
     return t
 
 
+@_functional
 def _binary(name: str, x: Any, y: Any, dtype: Any = None, mask: Any = None, **kw: Any) -> Tensor:
     call = f"nl.{name}"
-    _older(call, "nisa.tensor_tensor / nisa.tensor_scalar with dst=")
     op = isa.BINARY[name]
     tx, ty = isinstance(x, Tensor), isinstance(y, Tensor)
     if not tx and not ty:
@@ -293,9 +308,9 @@ def _nki_broadcast(*vals: np.ndarray) -> list[np.ndarray]:
     return [v.reshape(v.shape + (1,) * (nd - v.ndim)) if 0 < v.ndim < nd else v for v in vals]
 
 
+@_functional
 def _unary(name: str, x: Any, dtype: Any = None, mask: Any = None, **kw: Any) -> Tensor:
     call = f"nl.{name}"
-    _older(call, f"nisa.activation(dst=..., op=nl.{name}, data=...)")
     t = _as_tile(x, "x", call)
     fn, engine = isa.UNARY[name]
     with np.errstate(all="ignore"):
@@ -309,10 +324,10 @@ def _unary(name: str, x: Any, dtype: Any = None, mask: Any = None, **kw: Any) ->
     return out
 
 
+@_functional
 def _reduce(name: str, x: Any, axis: Any = None, dtype: Any = None, keepdims: bool = False, mask: Any = None,
             **kw: Any) -> Tensor:
     call = f"nl.{name}"
-    _older(call, "nisa.tensor_reduce(dst=..., op=..., data=..., axis=...)")
     t = _as_tile(x, "x", call)
     axes = isa._free_axes(axis, t.ndim, call)
     v = isa._f32(read(t, "x", call, mask))
@@ -330,10 +345,10 @@ def _reduce(name: str, x: Any, axis: Any = None, dtype: Any = None, keepdims: bo
     return out
 
 
+@_functional
 def matmul(x: Any, y: Any, transpose_x: bool = False, mask: Any = None, **kw: Any) -> Tensor:
     """x @ y (or x.T @ y with transpose_x=True) into PSUM; without transpose_x the compiler
     first transposes x on TensorE, which the trace records as its own instruction."""
-    _older("nl.matmul", "nisa.nc_matmul(dst=psum_tile, stationary=..., moving=...)")
     x = _to_sbuf(_as_tile(x, "x", "nl.matmul"), "nl.matmul")
     y = _to_sbuf(_as_tile(y, "y", "nl.matmul"), "nl.matmul")
     if not transpose_x:
@@ -346,13 +361,13 @@ def matmul(x: Any, y: Any, transpose_x: bool = False, mask: Any = None, **kw: An
     return isa.nc_matmul(None, x, y, mask=mask, call="nl.matmul")
 
 
+@_functional
 def transpose(x: Any, dtype: Any = None, mask: Any = None, **kw: Any) -> Tensor:
-    _older("nl.transpose", "nisa.nc_transpose(dst=..., data=...)")
     return isa.nc_transpose(None, x, dtype=dtype, mask=mask, call="nl.transpose")
 
 
+@_functional
 def copy(x: Any, dtype: Any = None, mask: Any = None, **kw: Any) -> Tensor:
-    _older("nl.copy", "nisa.tensor_copy(dst=..., src=...)")
     return isa.tensor_copy(None, x, dtype=dtype, mask=mask, call="nl.copy")
 
 
@@ -497,10 +512,10 @@ REDUCTIONS = {name: _make_reduction(name) for name in ("sum", "max", "min", "mea
 
 
 # ---------------------------------------------------------------------------- more of the language
+@_functional
 def static_cast(x: Any, dtype: Any) -> Any:
     """Host helper: a NumPy array rounded to ``dtype`` (tiles: a converting copy)."""
     if isinstance(x, Tensor):
-        _older("nl.static_cast", "nisa.tensor_copy(dst=..., src=...)")
         return isa.tensor_copy(None, x, dtype=dtype, call="nl.static_cast")
     return np.asarray(x).astype(core.as_dtype(dtype, "nl.static_cast"))
 
@@ -551,10 +566,10 @@ def finfo(dtype: Any) -> _Limits:
 iinfo = finfo
 
 
+@_functional
 def where(condition: Any, x: Any, y: Any, dtype: Any = None, mask: Any = None, **kw: Any) -> Tensor:
     """Elementwise select (VectorE): ``x`` where ``condition`` is non-zero, else ``y``."""
     call = "nl.where"
-    _older(call, "nisa.tensor_tensor / nisa.affine_select with dst=")
     c = _as_tile(condition, "condition", call)
     cv = isa._f32(read(c, "condition", call, mask))
     ops, reads = [], [c]
@@ -577,13 +592,13 @@ def where(condition: Any, x: Any, y: Any, dtype: Any = None, mask: Any = None, *
     return out
 
 
+@_functional
 def loop_reduce(x: Any, op: Any, loop_indices: Any = (), dtype: Any = None, mask: Any = None, **kw: Any) -> Tensor:
     """The older API's loop-carried reduction: ``dst[...] = nl.loop_reduce(x, op=np.add,
     loop_indices=(i,))`` makes ``dst = dst op x`` across the iterations of loop ``i`` (the
     first write of an unwritten ``dst`` just stores ``x``). Returns a tile that, assigned
     into ``dst``, combines with what ``dst`` holds (one VectorE instruction)."""
     call = "nl.loop_reduce"
-    _older(call, "nisa.tensor_tensor(dst=acc, data1=acc, data2=x, op=...)")
     t = _as_tile(x, "x", call)
     o = isa.binop(op, call)
     out = _fresh_result(isa._f32(read(t, "x", call, mask)), dtype or t.dtype, call=call)
