@@ -7,19 +7,16 @@ NumPy."""
 
 from __future__ import annotations
 
-import importlib.util
 import textwrap
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-from nki_testlib import install  # installs the interpreter modules first
+from nki_testlib import install, load_module, run_both_ways  # installs the interpreter modules first
 
 from autocomp.backends.nki.interp.errors import NkiError
 from autocomp.backends.nki.interp.install import execute
-from autocomp.backends.nki.remote import KernelProcess
-from autocomp.backends.nki.validate import validate_file
 
 OLD = '''\
 import numpy as np
@@ -168,28 +165,10 @@ def transpose_by_dma(x):
 
 
 def _module(tmp_path, name, text):
-    path = tmp_path / f"{name}.py"
-    path.write_text(text)
-    spec = importlib.util.spec_from_file_location(f"sample_apis_{name}", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod, str(path)
+    return load_module(tmp_path, f"sample_apis_{name}", text)
 
 
-def _both_ways(path, mod, fn_name, args, grid=()):
-    """Runs ``fn_name`` here and through the kernel process; same trace, same outputs."""
-    assert validate_file(open(path).read(), fn_name) == []
-    local = execute(getattr(mod, fn_name), args, kernel_file=path, grid=grid)
-    proc = KernelProcess(path, fn_name)
-    try:
-        proc.load()
-        remote = execute(proc.kernel, args, kernel_file=path, names=proc.names, grid=grid)
-    finally:
-        proc.close()
-    assert [i.to_list() for i in remote.trace] == [i.to_list() for i in local.trace]
-    for a, b in zip(remote.outputs, local.outputs):
-        np.testing.assert_array_equal(a, b)
-    return local
+_both_ways = run_both_ways
 
 
 def _scan(d, u):

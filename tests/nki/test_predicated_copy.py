@@ -6,19 +6,15 @@ against NumPy."""
 
 from __future__ import annotations
 
-import importlib.util
-import textwrap
 
 import numpy as np
 import pytest
 
-from nki_testlib import install
+from nki_testlib import install, load_module, run_both_ways
 
 from autocomp.backends.nki.cost import vector_elements
 from autocomp.backends.nki.interp.errors import NkiError
 from autocomp.backends.nki.interp.install import execute
-from autocomp.backends.nki.remote import KernelProcess
-from autocomp.backends.nki.validate import validate_file
 
 OLD = '''\
 import numpy as np
@@ -76,27 +72,10 @@ def new_style(x, p):
 
 def _module(tmp_path, name, text):
     install()
-    path = tmp_path / f"{name}.py"
-    path.write_text(textwrap.dedent(text))
-    spec = importlib.util.spec_from_file_location(name, path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod, str(path)
+    return load_module(tmp_path, name, text)
 
 
-def _both_ways(path, mod, fn_name, args):
-    assert validate_file(open(path).read(), fn_name) == []
-    local = execute(getattr(mod, fn_name), args, kernel_file=path)
-    proc = KernelProcess(path, fn_name)
-    try:
-        proc.load()
-        remote = execute(proc.kernel, args, kernel_file=path, names=proc.names)
-    finally:
-        proc.close()
-    assert [i.to_list() for i in remote.trace] == [i.to_list() for i in local.trace]
-    for a, b in zip(remote.outputs, local.outputs):
-        np.testing.assert_array_equal(a, b)
-    return local
+_both_ways = run_both_ways
 
 
 @pytest.fixture(scope="module")

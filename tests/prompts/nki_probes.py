@@ -4,10 +4,10 @@ interpreter and passes the validator (tests/prompts/test_nki_api.py)."""
 
 from __future__ import annotations
 
-from autocomp.backends.nki.interp.isa import BINARY, UNARY
+from autocomp.backends.nki.interp.isa import BINARY, BITVEC, UNARY
 
-ACTIVATIONS = sorted(UNARY)
-BINARIES = sorted(BINARY)
+ACTIVATIONS = sorted(set(UNARY) - BITVEC)  # (on float data; the bitvec operators get integer tiles)
+BINARIES = sorted(set(BINARY) - BITVEC)
 REDUCTIONS = ["add", "maximum", "minimum", "multiply"]
 
 HEADER_NEW = """\
@@ -246,6 +246,31 @@ def extras(x):
     nisa.nc_matmul_mx(dst=mx, stationary=q5, moving=q5, stationary_scale=s5, moving_scale=s5, accumulate=False)
     nisa.tensor_copy(dst=u, src=p)
     nisa.dma_copy(dst=out, src=u)
+    return out
+
+
+@nki.jit
+def composites(x):
+    # the composite helpers (NKI 2.29+ nki.language), each a new tile
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    sm = nl.softmax(t, axis=1)
+    rn = nl.rms_norm(t, sm, axis=1, n=512)
+    v = nl.var(rn, axis=1)
+    eye = nl.shared_identity_matrix(128, dtype=nl.float32)
+    e3 = nl.expand_dims(eye, 2)
+    r = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=r, data=rn, op0=nl.add, operand0=v)
+    nisa.tensor_tensor(dst=r[:, 0:128], data1=r[:, 0:128], data2=e3.reshape((128, 128)), op=nl.add)
+    ti = nl.ndarray((128, 512), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.iota(dst=ti, expr=nl.arange(128)[:, None] * 512 + nl.arange(512)[None, :])
+    bi = nl.ndarray((128, 512), dtype=nl.int32, buffer=nl.sbuf)
+''' + _lines("    nisa.tensor_tensor(dst=bi, data1=ti, data2=ti, op=nl.{op})\n",
+             sorted(BITVEC - {"invert", "left_shift"})) + '''
+    nisa.tensor_scalar(dst=bi, data=ti, op0=nl.left_shift, operand0=2)
+    bn = nl.invert(bi)
+    nisa.dma_copy(dst=out, src=r)
     return out
 '''
 

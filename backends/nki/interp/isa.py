@@ -67,6 +67,64 @@ def _rsqrt(x: np.ndarray) -> np.ndarray:
         return (1.0 / np.sqrt(x)).astype(np.float32)
 
 
+def _gelu_tanh_dx(x: np.ndarray) -> np.ndarray:
+    """Derivative of the tanh-form gelu above (the one nl.gelu computes here)."""
+    c, k = 0.7978845608028654, 0.044715
+    t = np.tanh(c * (x + k * x**3))
+    return (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * c * (1.0 + 3.0 * k * x * x)).astype(np.float32)
+
+
+def _gelu_sigmoid(x: np.ndarray) -> np.ndarray:
+    return (x * _sigmoid(1.702 * x)).astype(np.float32)
+
+
+def _gelu_sigmoid_dx(x: np.ndarray) -> np.ndarray:
+    s = _sigmoid(1.702 * x)
+    return (s + 1.702 * x * s * (1.0 - s)).astype(np.float32)
+
+
+def _silu_dx(x: np.ndarray) -> np.ndarray:
+    s = _sigmoid(x)
+    return (s * (1.0 + x * (1.0 - s))).astype(np.float32)
+
+
+def _erf_dx(x: np.ndarray) -> np.ndarray:
+    return (1.1283791670955126 * np.exp(-x * x)).astype(np.float32)
+
+
+def _mish(x: np.ndarray) -> np.ndarray:
+    return (x * np.tanh(np.logaddexp(0, x))).astype(np.float32)
+
+
+# Bitvec operators treat elements as integer bit patterns (NKI ISA reference). The
+# interpreter carries tile values as fp32 through its elementwise paths, which holds every
+# integer below 2**24 exactly: within that range these are exact, beyond it they refuse.
+_BITVEC_EXACT = float(1 << 24)
+
+
+def _as_bits(*xs: Any) -> list[np.ndarray]:
+    out = []
+    for x in xs:
+        a = np.asarray(x, dtype=np.float64)
+        if a.size and (not np.all(np.isfinite(a)) or np.max(np.abs(a)) >= _BITVEC_EXACT or np.any(a != np.trunc(a))):
+            raise fail("bitvec-range", "a bitwise operator got a value that is not an integer below 2**24; the "
+                       "interpreter computes bitvec operators exactly only there (use integer tiles of small values)")
+        out.append(a.astype(np.int64))
+    return out
+
+
+def _bitvec(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    def op(a: np.ndarray, b: Any) -> np.ndarray:
+        x, y = _as_bits(a, b)
+        return fn(x, y).astype(np.float32)
+    return op
+
+
+def _invert(x: np.ndarray) -> np.ndarray:
+    (a,) = _as_bits(x)
+    return np.invert(a).astype(np.float32)
+
+
 UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
     # name: (function, engine). Transcendentals run on ScalarE's activation tables.
     "exp": (np.exp, "scalar"),
@@ -92,6 +150,17 @@ UNARY: dict[str, tuple[Callable[[np.ndarray], np.ndarray], str]] = {
     "sign": (np.sign, "vector"),
     "floor": (np.floor, "vector"),
     "ceil": (np.ceil, "vector"),
+    "trunc": (np.trunc, "vector"),
+    "tan": (np.tan, "scalar"),
+    "arctan": (np.arctan, "scalar"),
+    "gelu_dx": (_gelu_tanh_dx, "scalar"),
+    "gelu_apprx_sigmoid": (_gelu_sigmoid, "scalar"),
+    "gelu_apprx_sigmoid_dx": (_gelu_sigmoid_dx, "scalar"),
+    "silu_dx": (_silu_dx, "scalar"),
+    "erf_dx": (_erf_dx, "scalar"),
+    "mish": (_mish, "scalar"),
+    "logical_not": (lambda x: (x == 0).astype(np.float32), "vector"),
+    "invert": (_invert, "vector"),
 }
 
 BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
@@ -111,7 +180,16 @@ BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "less_equal": lambda a, b: (a <= b).astype(np.float32),
     "logical_and": lambda a, b: np.logical_and(a, b).astype(np.float32),
     "logical_or": lambda a, b: np.logical_or(a, b).astype(np.float32),
+    "logical_xor": lambda a, b: np.logical_xor(a, b).astype(np.float32),
+    "bitwise_and": _bitvec(np.bitwise_and),
+    "bitwise_or": _bitvec(np.bitwise_or),
+    "bitwise_xor": _bitvec(np.bitwise_xor),
+    "left_shift": _bitvec(np.left_shift),
+    "right_shift": _bitvec(np.right_shift),
 }
+
+# The bitvec operators (integer bit patterns; the rest are arithmetic on fp32 values).
+BITVEC = frozenset({"bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift", "invert"})
 
 _REDUCE_IDENTITY = {"add": 0.0, "maximum": -np.inf, "minimum": np.inf, "multiply": 1.0}
 

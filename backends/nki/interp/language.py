@@ -334,6 +334,9 @@ def _reduce(name: str, x: Any, axis: Any = None, dtype: Any = None, keepdims: bo
     if name == "mean":
         values = np.mean(v, axis=axes, keepdims=True, dtype=np.float32)
         op = "add"
+    elif name == "var":  # population variance (NumPy's default)
+        values = np.var(v, axis=axes, keepdims=True, dtype=np.float32)
+        op = "add"
     else:
         op = isa._REDUCE_ALIASES.get(name, name)
         values = isa.REDUCE[op](v, axis=axes, keepdims=True).astype(np.float32)
@@ -508,7 +511,53 @@ def _make_reduction(n: str) -> Any:
     return reduction
 
 
-REDUCTIONS = {name: _make_reduction(name) for name in ("sum", "max", "min", "mean", "prod")}
+REDUCTIONS = {name: _make_reduction(name) for name in ("sum", "max", "min", "mean", "prod", "var")}
+
+
+@_functional
+def softmax(x: Any, axis: Any = -1, dtype: Any = None, **kw: Any) -> Tensor:
+    """``exp(x - max) / sum(exp(x - max))`` along free axes, as the instructions a kernel
+    would write for it: a max reduction, a subtraction, an exp on ScalarE, a sum, a divide."""
+    t = _as_tile(x, "x", "nl.softmax")
+    m = _reduce("max", t, axis, keepdims=True)
+    e = _unary("exp", _binary("subtract", t, m))
+    return _binary("divide", e, _reduce("sum", e, axis, keepdims=True), dtype=dtype or t.dtype)
+
+
+@_functional
+def rms_norm(x: Any, w: Any, axis: Any, n: Any, epsilon: float = 1e-6, dtype: Any = None, compute_dtype: Any = None,
+             **kw: Any) -> Tensor:
+    """``x / sqrt(sum(x*x, axis) / n + epsilon) * w`` (NKI's nl.rms_norm), as its instructions."""
+    t = _as_tile(x, "x", "nl.rms_norm")
+    if not isinstance(n, (int, float, np.integer, np.floating)) or n <= 0:
+        raise fail("bad-operand", f"nl.rms_norm needs n, the number of values per rms, > 0; got {n!r}", "nl.rms_norm")
+    ms = _binary("multiply", _reduce("sum", _binary("multiply", t, t), axis, keepdims=True), 1.0 / float(n))
+    r = _unary("rsqrt", _binary("add", ms, float(epsilon)))
+    return _binary("multiply", _binary("multiply", t, r), w, dtype=dtype or compute_dtype or t.dtype)
+
+
+def expand_dims(data: Any, axis: Any) -> Tensor:
+    """A view with a size-1 axis inserted at ``axis`` (no data moves)."""
+    t = core.require_tensor(data, "data", "nl.expand_dims")
+    shape = list(t.shape)
+    ax = int(axis)
+    if not -len(shape) - 1 <= ax <= len(shape):
+        raise fail("bad-operand", f"axis {ax} is out of range for a {len(shape)}-D tile", "nl.expand_dims")
+    shape.insert(ax % (len(shape) + 1), 1)
+    return t.reshape(tuple(shape))
+
+
+def shared_identity_matrix(n: int, dtype: Any = np.uint8, **kw: Any) -> Tensor:
+    """An n x n identity matrix in SBUF (a trace-time constant the compiler materialises on
+    GpSimdE, as an iota and a compare would)."""
+    if not isinstance(n, (int, np.integer)) or not 0 < int(n) <= core.LIMITS["pmax"]:
+        raise fail("bad-operand", f"shared_identity_matrix needs 0 < n <= {core.LIMITS['pmax']}, got {n!r}",
+                   "nl.shared_identity_matrix")
+    n = int(n)
+    out = core.new_tensor((n, n), dtype, sbuf, call="nl.shared_identity_matrix")
+    out._store(np.eye(n, dtype=np.float32))
+    record("iota", "gpsimd", n, n, out.dtype.itemsize, [], [out])
+    return out
 
 
 # ---------------------------------------------------------------------------- more of the language
@@ -623,6 +672,8 @@ SHARED = {
     "program_id": program_id, "num_programs": num_programs, "program_ndim": program_ndim,
     "ndarray": ndarray, "zeros": zeros, "ones": ones, "full": full, "zeros_like": zeros_like,
     "ndarray_like": ndarray_like, "empty_like": empty_like, "device_print": device_print,
+    "softmax": softmax, "rms_norm": rms_norm, "expand_dims": expand_dims,
+    "shared_identity_matrix": shared_identity_matrix,
 }
 
 OLDER_ONLY = {
