@@ -270,6 +270,11 @@ def composites(x):
              sorted(BITVEC - {"invert", "left_shift"})) + '''
     nisa.tensor_scalar(dst=bi, data=ti, op0=nl.left_shift, operand0=2)
     bn = nl.invert(bi)
+    m8 = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    i8 = nl.ndarray((128, 8), dtype=nl.uint32, buffer=nl.sbuf)
+    nisa.max8(dst=m8, src=r)
+    nisa.nc_find_index8(dst=i8, data=r, vals=m8)
+    nisa.nc_match_replace8(dst=r, data=r, vals=m8, imm=0.0)
     nisa.dma_copy(dst=out, src=r)
     return out
 '''
@@ -322,6 +327,9 @@ def ops(x):
     g = nl.mgrid[0:128, 0:512]
     sel = nisa.affine_select(g.x <= g.p, t, 0.0)
     nisa.tensor_copy_predicated(src=sel, dst=sel, predicate=(g.x <= g.p))  # (sel unchanged)
+    m8 = nisa.max8(src=sel)
+    i8 = nisa.nc_find_index8(data=sel, vals=m8)
+    sel2 = nisa.nc_match_replace8(data=sel, vals=m8, imm=0.0)
     acc[...] = acc + y4 + ms + sc + tsr + sel
     acc[...] = nl.add(acc, mv[:, 0:1])
     acc[...] = nl.add(acc, pr2)

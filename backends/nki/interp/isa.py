@@ -1100,11 +1100,131 @@ def _old_tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask
     return tensor_copy_predicated(dst, src, predicate, reverse_pred, mask=mask, dtype=dtype)
 
 
+# ---------------------------------------------------------------------------- top-k primitives
+_INDEX_DTYPES = ("uint16", "uint32")
+
+
+def _per_partition(t: Tensor, what: str, call: str, lo: int = 8, hi: int = 16384) -> np.ndarray:
+    """A tile's values as (partitions, elements) fp32, with the element-count limits of the
+    VectorE search instructions."""
+    v = _f32(read(t, what, call)).reshape(t.shape[0], -1)
+    if not lo <= v.shape[1] <= hi:
+        raise fail("shape-mismatch", f"{what} has {v.shape[1]} elements per partition; {call} reads {lo} to {hi}", call)
+    return v
+
+
+def _eight(vals: Any, p: int, call: str) -> tuple[Tensor, np.ndarray]:
+    t = _on_chip(vals, "vals", call)
+    v = _f32(read(t, "vals", call)).reshape(t.shape[0], -1)
+    if v.shape != (p, 8):
+        raise fail("shape-mismatch", f"vals {t.shape} must hold exactly 8 values in each of the data's {p} partitions", call)
+    return t, v
+
+
+def _index_out(dst: Any, p: int, dtype: Any, call: str) -> Tensor:
+    out = _output(dst, (p, 8), dtype or core.DTYPES.get("uint32", np.dtype(np.uint32)), call)
+    if core.dtype_name(out.dtype) not in _INDEX_DTYPES:
+        raise fail("bad-operand", f"the index tile must be uint16 or uint32, got {core.dtype_name(out.dtype)}", call)
+    return out
+
+
+def _find(data: np.ndarray, vals: np.ndarray, order: range, sentinel: int) -> tuple[np.ndarray, np.ndarray]:
+    """For each of the 8 vals (taken in ``order``), the first position of ``data`` holding it
+    that no earlier val took; (positions, taken mask). Missing values get ``sentinel``."""
+    p = data.shape[0]
+    taken = np.zeros(data.shape, dtype=bool)
+    idx = np.full((p, 8), sentinel, dtype=np.int64)
+    rows = np.arange(p)
+    for i in order:
+        hit = (data == vals[:, i:i + 1]) & ~taken
+        found = hit.any(axis=1)
+        pos = hit.argmax(axis=1)
+        idx[found, i] = pos[found]
+        taken[rows[found], pos[found]] = True
+    return idx, taken
+
+
+def max8(dst: Any = None, src: Any = None, *, mask: Any = None, dtype: Any = None, name: str = "",
+         call: str = "nisa.max8") -> Tensor | None:
+    """The 8 largest values of each partition, in descending order (VectorE, N cycles)."""
+    t = _on_chip(src, "src", call)
+    v = _per_partition(t, "src", call)
+    top = -np.sort(-v, axis=1)[:, :8]
+    out = _output(dst, (t.shape[0], 8), dtype or t.dtype, call)
+    _write(out, top, mask)
+    _consume(t)
+    record("max8", "vector", t.shape[0], free_size(t.shape), _dtype_bytes(t, out), [t], [out])
+    return out if out._fresh else None
+
+
+def nc_find_index8(dst: Any = None, data: Any = None, vals: Any = None, *, mask: Any = None, dtype: Any = None,
+                   name: str = "", call: str = "nisa.nc_find_index8") -> Tensor | None:
+    """Per partition, the position of the first occurrence of each of 8 values in ``data``
+    (repeated values take successive occurrences, in ascending order; a value not present
+    gives the all-ones sentinel). VectorE, N cycles."""
+    d = _on_chip(data, "data", call)
+    dv = _per_partition(d, "data", call)
+    if mask is not None:
+        dv = np.where(np.broadcast_to(np.asarray(mask, dtype=bool), d.shape).reshape(dv.shape), dv, np.nan)
+    vt, vv = _eight(vals, d.shape[0], call)
+    out = _index_out(dst, d.shape[0], dtype, call)
+    sentinel = (1 << (8 * out.dtype.itemsize)) - 1
+    idx, _ = _find(dv, vv, range(8), sentinel)
+    out._store(idx.astype(np.float64))
+    _consume(d, vt)
+    record("nc_find_index8", "vector", d.shape[0], free_size(d.shape), _dtype_bytes(d, out), [d, vt], [out])
+    return out if out._fresh else None
+
+
+def nc_match_replace8(dst: Any = None, data: Any = None, vals: Any = None, imm: Any = 0.0, dst_idx: Any = None, *,
+                      mask: Any = None, dtype: Any = None, name: str = "", call: str = "nisa.nc_match_replace8") -> Tensor | None:
+    """``data`` with the first occurrence of each of 8 values replaced by ``imm`` (values are
+    matched from the 8th to the 1st, so repeated values take occurrences in descending slot
+    order); ``dst_idx`` (optional) gets their positions. VectorE, N cycles."""
+    d = _on_chip(data, "data", call)
+    dv = _per_partition(d, "data", call)
+    vt, vv = _eight(vals, d.shape[0], call)
+    if not isinstance(imm, (int, float, np.integer, np.floating)):
+        raise fail("bad-operand", "imm must be a number", call)
+    idx_out = None
+    if dst_idx is not None:
+        idx_out = core.require_tensor(dst_idx, "dst_idx", call)
+        if idx_out.shape[0] != d.shape[0] or free_size(idx_out.shape) != 8:
+            raise fail("shape-mismatch", f"dst_idx {idx_out.shape} must hold 8 indices per partition", call)
+        if core.dtype_name(idx_out.dtype) not in _INDEX_DTYPES:
+            raise fail("bad-operand", f"dst_idx must be uint16 or uint32, got {core.dtype_name(idx_out.dtype)}", call)
+    sentinel = (1 << 32) - 1 if idx_out is None else (1 << (8 * idx_out.dtype.itemsize)) - 1
+    idx, taken = _find(dv, vv, range(7, -1, -1), sentinel)
+    replaced = np.where(taken, np.float32(imm), dv).reshape(d.shape)
+    out = _output(dst, d.shape, dtype or d.dtype, call)
+    _write(out, replaced, mask)
+    writes = [out]
+    if idx_out is not None:
+        idx_out._store(idx.reshape(idx_out.shape).astype(np.float64))
+        writes.append(idx_out)
+    _consume(d, vt)
+    record("nc_match_replace8", "vector", d.shape[0], free_size(d.shape), _dtype_bytes(d, out), [d, vt], writes)
+    return out if out._fresh else None
+
+
+def _old_max8(*, src, mask=None, dtype=None, **kw):
+    return max8(None, src, mask=mask, dtype=dtype)
+
+
+def _old_nc_find_index8(*, data, vals, mask=None, dtype=None, **kw):
+    return nc_find_index8(None, data, vals, mask=mask, dtype=dtype)
+
+
+def _old_nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None, **kw):
+    return nc_match_replace8(None, data, vals, imm, dst_idx, mask=mask, dtype=dtype)
+
+
 # ``nisa.reduce_cmd``: how an instruction's accumulator registers start.
 reduce_cmd = _types.SimpleNamespace(idle="idle", reset="reset", reset_reduce="reset_reduce", reduce="reduce")
 
 FUNCTIONS.update(tensor_tensor_scan=tensor_tensor_scan, tensor_scalar_reduce=tensor_scalar_reduce,
-                 affine_select=affine_select, dma_transpose=dma_transpose, tensor_copy_predicated=tensor_copy_predicated)
+                 affine_select=affine_select, dma_transpose=dma_transpose, tensor_copy_predicated=tensor_copy_predicated,
+                 max8=max8, nc_find_index8=nc_find_index8, nc_match_replace8=nc_match_replace8)
 
 
 def _old_tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *, dtype=None, mask=None, **kw):
@@ -1123,7 +1243,8 @@ def _old_dma_transpose(src, *, axes=None, dtype=None, mask=None, **kw):
     return dma_transpose(None, src, axes=axes, dtype=dtype, mask=mask)
 
 
-OLD_FUNCTIONS.update(tensor_copy_predicated=_old_tensor_copy_predicated, tensor_tensor_scan=_old_tensor_tensor_scan, tensor_scalar_reduce=_old_tensor_scalar_reduce,
+OLD_FUNCTIONS.update(max8=_old_max8, nc_find_index8=_old_nc_find_index8, nc_match_replace8=_old_nc_match_replace8,
+                     tensor_copy_predicated=_old_tensor_copy_predicated, tensor_tensor_scan=_old_tensor_tensor_scan, tensor_scalar_reduce=_old_tensor_scalar_reduce,
                      affine_select=_old_affine_select, dma_transpose=_old_dma_transpose)
 
 
