@@ -316,7 +316,7 @@ class Allocation:
     """One tensor's storage: data plus written-mask, in a named buffer."""
 
     __slots__ = ("id", "buffer", "_data", "_written", "_phys", "pdim", "name", "line", "bytes_pp", "is_input", "counted",
-                 "full", "dirty", "whole", "_gen",
+                 "full", "dirty", "whole", "addr", "_gen",
                  "__weakref__")
 
     def __init__(self, shape: tuple[int, ...], dtype: np.dtype, buffer: str, name: str = "", *,
@@ -407,6 +407,7 @@ class Allocation:
         self.full = data is not None
         self.dirty = False
         self.whole: tuple | None = None  # region() of the whole allocation, once computed
+        self.addr = 0  # the data's address, once region() first needs it (0: not yet)
         if data is not None:
             self._data = data
             # Written whole from the start (and stores into a full allocation leave the mask
@@ -1315,11 +1316,18 @@ def region(t: Tensor) -> tuple[int, int, int, int, int]:
         return whole
     if t._key is not None or t._data.size == 0 or base.ndim == 0:
         return (t._alloc.id, 0, max(1, base.shape[0] if base.ndim else 1), 0, int(base.nbytes))
-    offset = t._data.__array_interface__["data"][0] - base.__array_interface__["data"][0]
-    item = t._data.itemsize
+    addr = alloc.addr
+    if not addr:
+        addr = alloc.addr = base.__array_interface__["data"][0]
+    data = t._data
+    offset = data.__array_interface__["data"][0] - addr
+    item = data.itemsize
     if not t.on_chip or base.ndim == 1:
-        hi = offset + item + sum((n - 1) * st for n, st in zip(t._data.shape, t._data.strides) if n > 0)
-        return (t._alloc.id, 0, 1, int(offset), int(hi))
+        hi = offset + item
+        for n, st in zip(data.shape, data.strides):
+            if n > 0:
+                hi += (n - 1) * st
+        return (alloc.id, 0, 1, offset, hi)
     pstride = base.strides[0]
     p0, f0 = divmod(offset, pstride)
     dims = list(zip(t._data.shape, t._data.strides))
