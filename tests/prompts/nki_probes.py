@@ -275,6 +275,14 @@ def composites(x):
     nisa.max8(dst=m8, src=r)
     nisa.nc_find_index8(dst=i8, data=r, vals=m8)
     nisa.nc_match_replace8(dst=r, data=r, vals=m8, imm=0.0)
+    b0 = nl.zeros((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    b1 = nl.full((128, 1), 64.0, dtype=nl.float32, buffer=nl.sbuf)
+    rmax = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.range_select(dst=r, on_true_tile=r, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=b0, bound1=b1,
+                      reduce_cmd=nisa.reduce_cmd.reset_reduce, reduce_res=rmax, reduce_op=nl.maximum, range_start=0)
+    pu = nl.ndarray((128, 512), dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.memset(dst=pu, value=1)
+    nisa.select_reduce(dst=r, predicate=pu, on_true=r, on_false=0.0, reduce_res=rmax, reduce_cmd=nisa.reduce_cmd.reduce)
     nisa.dma_copy(dst=out, src=r)
     return out
 '''
@@ -330,6 +338,11 @@ def ops(x):
     m8 = nisa.max8(src=sel)
     i8 = nisa.nc_find_index8(data=sel, vals=m8)
     sel2 = nisa.nc_match_replace8(data=sel, vals=m8, imm=0.0)
+    lo = nl.zeros((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    hi = nl.full((128, 1), 64.0, dtype=nl.float32, buffer=nl.sbuf)
+    rs = nisa.range_select(on_true_tile=sel2, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=lo, bound1=hi)
+    pm = nl.full((128, 512), 1, dtype=nl.uint8, buffer=nl.sbuf)
+    nisa.select_reduce(dst=rs, predicate=pm, on_true=rs, on_false=0.0)
     acc[...] = acc + y4 + ms + sc + tsr + sel
     acc[...] = nl.add(acc, mv[:, 0:1])
     acc[...] = nl.add(acc, pr2)

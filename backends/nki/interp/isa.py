@@ -963,9 +963,13 @@ def tensor_tensor_scan(dst: Any = None, data0: Any = None, data1: Any = None, in
 
 
 def tensor_scalar_reduce(dst: Any = None, data: Any = None, op0: Any = None, operand0: Any = None, reduce_op: Any = None,
-                         reduce_res: Any = None, reverse0: bool = False, *, dtype: Any = None, mask: Any = None,
+                         reduce_res: Any = None, reverse0: bool = False, reduce_cmd: Any = "idle", reduce_init: Any = None,
+                         reduce_res_negate: bool = False, *, dtype: Any = None, mask: Any = None,
                          name: str = "", call: str = "nisa.tensor_scalar_reduce") -> Tensor | None:
-    """``data op0 operand0`` (VectorE), also reduced along the free axes into ``reduce_res``."""
+    """``data op0 operand0`` (VectorE), also reduced along the free axes into ``reduce_res``.
+    NKI 2.31+: ``reduce_cmd=reduce`` folds in what ``reduce_res`` holds, ``reduce_init`` (a
+    number or a (P, 1) tile) is folded in as a starting value, ``reduce_res_negate`` negates
+    the result."""
     t = _on_chip(data, "data", call)
     p = t.shape[0]
     x = _f32(read(t, "data", call, mask))
@@ -987,7 +991,18 @@ def tensor_scalar_reduce(dst: Any = None, data: Any = None, op0: Any = None, ope
             m = np.broadcast_to(np.asarray(mask, dtype=bool), t.shape).reshape(p, -1)
             vals = np.where(m, vals, _REDUCE_IDENTITY[rname])
             rows = m.any(axis=1, keepdims=True).reshape(r.shape)
-        r._store(REDUCE[rname](vals, axis=1, keepdims=True).reshape(r.shape), rows)
+        red = REDUCE[rname](vals, axis=1, keepdims=True)
+        extra = []
+        if str(getattr(reduce_cmd, "value", reduce_cmd)) == "reduce" and r._all_written():
+            extra.append(_f32(read(r, "reduce_res", call)).reshape(p, 1))
+        if reduce_init is not None:
+            init, _ = _column(reduce_init, p, "reduce_init", call)
+            extra.append(np.broadcast_to(np.asarray(init, dtype=np.float32), (p, 1)))
+        if extra:
+            red = REDUCE[rname](np.concatenate([red] + extra, axis=1), axis=1, keepdims=True)
+        if reduce_res_negate:
+            red = -red
+        r._store(red.reshape(r.shape), rows)
         writes.append(r)
     _consume(t, t0)
     record("tensor_scalar", "vector", p, free_size(t.shape), _dtype_bytes(t, out), [t] + ([t0] if t0 is not None else []),
@@ -1219,12 +1234,128 @@ def _old_nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=No
     return nc_match_replace8(None, data, vals, imm, dst_idx, mask=mask, dtype=dtype)
 
 
+# ---------------------------------------------------------------------------- selects with a reduction
+_FP32_MIN = float(np.finfo(np.float32).min)
+
+
+def _reduce_into(reduce_res: Any, vals: np.ndarray, op: Any, reduce_cmd: Any, call: str) -> Tensor:
+    """Reduce ``vals`` (P, F) along F into the (P, 1) tile ``reduce_res``. With
+    ``reduce_cmd=reduce`` the result also folds in what ``reduce_res`` holds (VectorE's
+    accumulator continuing from an earlier instruction); any other command starts afresh."""
+    r = _on_chip(reduce_res, "reduce_res", call)
+    p = vals.shape[0]
+    if r.shape[0] != p or free_size(r.shape) != 1:
+        raise fail("shape-mismatch", f"reduce_res must be ({p}, 1), got {r.shape}", call)
+    name = redop(op if op is not None else "maximum", call)
+    out = REDUCE[name](vals, axis=1, keepdims=True)
+    if str(getattr(reduce_cmd, "value", reduce_cmd)) == "reduce" and r._all_written():
+        out = REDUCE[name](np.concatenate([_f32(read(r, "reduce_res", call)).reshape(p, 1), out], axis=1),
+                           axis=1, keepdims=True)
+    r._store(out.reshape(r.shape))
+    return r
+
+
+def _column(x: Any, p: int, what: str, call: str) -> tuple[np.ndarray | float, Tensor | None]:
+    """A number, or a (P, 1) tile as a column."""
+    if isinstance(x, Tensor):
+        t = _on_chip(x, what, call)
+        if t.shape[0] != p or free_size(t.shape) != 1:
+            raise fail("shape-mismatch", f"{what} must be a number or a ({p}, 1) tile, got {t.shape}", call)
+        return _f32(read(t, what, call)).reshape(p, 1), t
+    if isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, (bool, np.bool_)):
+        return float(x), None
+    raise fail("bad-operand", f"{what} must be a number or a ({p}, 1) tile", call)
+
+
+def range_select(dst: Any = None, on_true_tile: Any = None, comp_op0: Any = None, comp_op1: Any = None,
+                 bound0: Any = None, bound1: Any = None, reduce_cmd: Any = "idle", reduce_res: Any = None,
+                 reduce_op: Any = None, range_start: Any = 0, on_false_value: Any = Ellipsis, *, mask: Any = None,
+                 dtype: Any = None, name: str = "", call: str = "nisa.range_select") -> Tensor | None:
+    """Keep the elements whose free index + ``range_start`` satisfies both
+    ``comp_op0(index, bound0)`` and ``comp_op1(index, bound1)`` (per-partition bounds),
+    ``on_false_value`` (default fp32 min) elsewhere; optionally reduce the result (max) into
+    ``reduce_res``. VectorE (NeuronCore-v3+): the flash-attention mask and row maximum."""
+    t = _on_chip(on_true_tile, "on_true_tile", call)
+    p = t.shape[0]
+    x = _f32(read(t, "on_true_tile", call, mask)).reshape(p, -1)
+    b0, t0 = _column(bound0, p, "bound0", call)
+    b1, t1 = _column(bound1, p, "bound1", call)
+    if not isinstance(range_start, (int, float, np.integer, np.floating)):
+        raise fail("bad-operand", "range_start must be a number", call)
+    idx = np.arange(x.shape[1], dtype=np.float32)[None, :] + np.float32(range_start)
+    with np.errstate(all="ignore"):
+        keep = (binop(comp_op0, call).fn(idx, b0) != 0) & (binop(comp_op1, call).fn(idx, b1) != 0)
+    fill = _FP32_MIN if on_false_value is Ellipsis or on_false_value is None else on_false_value
+    if not isinstance(fill, (int, float, np.integer, np.floating)):
+        raise fail("bad-operand", "on_false_value must be a number", call)
+    values = np.where(keep, x, np.float32(fill))
+    out = _output(dst, t.shape, dtype or t.dtype, call)
+    _write(out, values.reshape(out.shape), mask)
+    writes = [out]
+    if reduce_res is not None:
+        writes.append(_reduce_into(reduce_res, values, reduce_op, reduce_cmd, call))
+    reads = [t] + [b for b in (t0, t1) if b is not None]
+    _consume(*reads)
+    record("range_select", "vector", p, free_size(t.shape), _dtype_bytes(t, out), reads, writes)
+    return out if out._fresh else None
+
+
+def select_reduce(dst: Any = None, predicate: Any = None, on_true: Any = None, on_false: Any = 0.0,
+                  reduce_res: Any = None, reduce_cmd: Any = "idle", reduce_op: Any = None, reverse_pred: bool = False, *,
+                  mask: Any = None, dtype: Any = None, name: str = "", call: str = "nisa.select_reduce") -> Tensor | None:
+    """``where(predicate, on_true, on_false)`` (``on_false`` a number or a (P, 1) column;
+    the predicate an integer tile, non-zero meaning true), optionally reduced (max) into
+    ``reduce_res``. VectorE."""
+    t = _on_chip(on_true, "on_true", call)
+    p = t.shape[0]
+    pt = _on_chip(predicate, "predicate", call)
+    if pt.dtype.kind not in "biu":
+        raise fail("bad-operand", f"predicate must hold integers, got {core.dtype_name(pt.dtype)}", call)
+    if pt.shape[0] != p or free_size(pt.shape) != free_size(t.shape):
+        raise fail("shape-mismatch", f"predicate {pt.shape} and on_true {t.shape} must have the same shape", call)
+    if t._alloc.buffer == "psum" and pt._alloc.buffer == "psum":
+        raise fail("buffer", "on_true and predicate are both in PSUM; at most one of them may be", call)
+    cond = read(pt, "predicate", call).reshape(p, -1) != 0
+    if reverse_pred:
+        cond = ~cond
+    x = _f32(read(t, "on_true", call, mask)).reshape(p, -1)
+    f, tf = _column(on_false, p, "on_false", call)
+    values = np.where(cond, x, f)
+    if dst is not None and _style() == "old":  # the older API's form also writes a dst= it is given
+        out = _on_chip(dst, "dst", call)
+        if out.shape[0] != p or free_size(out.shape) != free_size(t.shape):
+            raise fail("shape-mismatch", f"dst {out.shape} and on_true {t.shape} must have the same shape", call)
+    else:
+        out = _output(dst, t.shape, dtype or t.dtype, call)
+    _write(out, values.reshape(out.shape), mask)
+    writes = [out]
+    if reduce_res is not None:
+        writes.append(_reduce_into(reduce_res, values, reduce_op, reduce_cmd, call))
+    reads = [t, pt] + ([tf] if tf is not None else [])
+    _consume(*reads)
+    record("select_reduce", "vector", p, free_size(t.shape), _dtype_bytes(t, out), reads, writes)
+    return out if out._fresh else None
+
+
+def _old_range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd="idle", reduce_res=None,
+                      reduce_op=None, range_start=0, on_false_value=Ellipsis, mask=None, dtype=None, **kw):
+    return range_select(None, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd, reduce_res, reduce_op,
+                        range_start, on_false_value, mask=mask, dtype=dtype)
+
+
+def _old_select_reduce(*, dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd="idle", reduce_op=None,
+                       reverse_pred=False, mask=None, dtype=None, **kw):
+    return select_reduce(dst, predicate, on_true, on_false, reduce_res, reduce_cmd, reduce_op, reverse_pred,
+                         mask=mask, dtype=dtype)
+
+
 # ``nisa.reduce_cmd``: how an instruction's accumulator registers start.
 reduce_cmd = _types.SimpleNamespace(idle="idle", reset="reset", reset_reduce="reset_reduce", reduce="reduce")
 
 FUNCTIONS.update(tensor_tensor_scan=tensor_tensor_scan, tensor_scalar_reduce=tensor_scalar_reduce,
                  affine_select=affine_select, dma_transpose=dma_transpose, tensor_copy_predicated=tensor_copy_predicated,
-                 max8=max8, nc_find_index8=nc_find_index8, nc_match_replace8=nc_match_replace8)
+                 max8=max8, nc_find_index8=nc_find_index8, nc_match_replace8=nc_match_replace8,
+                 range_select=range_select, select_reduce=select_reduce)
 
 
 def _old_tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *, dtype=None, mask=None, **kw):
@@ -1243,7 +1374,7 @@ def _old_dma_transpose(src, *, axes=None, dtype=None, mask=None, **kw):
     return dma_transpose(None, src, axes=axes, dtype=dtype, mask=mask)
 
 
-OLD_FUNCTIONS.update(max8=_old_max8, nc_find_index8=_old_nc_find_index8, nc_match_replace8=_old_nc_match_replace8,
+OLD_FUNCTIONS.update(range_select=_old_range_select, select_reduce=_old_select_reduce, max8=_old_max8, nc_find_index8=_old_nc_find_index8, nc_match_replace8=_old_nc_match_replace8,
                      tensor_copy_predicated=_old_tensor_copy_predicated, tensor_tensor_scan=_old_tensor_tensor_scan, tensor_scalar_reduce=_old_tensor_scalar_reduce,
                      affine_select=_old_affine_select, dma_transpose=_old_dma_transpose)
 
