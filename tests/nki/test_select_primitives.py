@@ -182,3 +182,35 @@ def test_tensor_scalar_reduce_accumulator_controls(tmp_path):
     np.testing.assert_allclose(res.outputs[0][:, 0], 10.0 + s + 2 * s, rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(res.outputs[0][:, 1], -s, rtol=1e-5, atol=1e-5)
     np.testing.assert_array_equal(res.outputs[0][:, 2], a.max(1))
+
+
+EXPONENTIAL = '''import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def softmax_rows(a):
+    # the flash-attention step: row max, exp(x - max) with its row sums (NKI 2.31+, trn3)
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    x = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=x, src=a)
+    m = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_reduce(dst=m, op=nl.maximum, data=x, axis=1)
+    e = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    s = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.exponential(dst=e, src=x, max_value=m, reduce_res=s, reduce_cmd=nisa.reduce_cmd.reset_reduce)
+    nisa.tensor_scalar(dst=e, data=e, op0=nl.divide, operand0=s)
+    nisa.dma_copy(dst=out, src=e)
+    return out
+'''
+
+
+def test_exponential_with_row_sums(tmp_path):
+    install()
+    mod, path = load_module(tmp_path, "exponential", EXPONENTIAL)
+    a = RNG.standard_normal((128, 64)).astype(np.float32)
+    res = run_both_ways(path, mod, "softmax_rows", [a])
+    e = np.exp(a.astype(np.float64) - a.max(1, keepdims=True))
+    np.testing.assert_allclose(res.outputs[0], e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
+    assert any(i.op == "exponential" and i.engine == "vector" for i in res.trace)

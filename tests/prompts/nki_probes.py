@@ -283,6 +283,8 @@ def composites(x):
     pu = nl.ndarray((128, 512), dtype=nl.uint8, buffer=nl.sbuf)
     nisa.memset(dst=pu, value=1)
     nisa.select_reduce(dst=r, predicate=pu, on_true=r, on_false=0.0, reduce_res=rmax, reduce_cmd=nisa.reduce_cmd.reduce)
+    rsum = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.exponential(dst=r, src=r, max_value=rmax, reduce_res=rsum)
     nisa.dma_copy(dst=out, src=r)
     return out
 '''

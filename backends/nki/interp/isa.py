@@ -1337,6 +1337,32 @@ def select_reduce(dst: Any = None, predicate: Any = None, on_true: Any = None, o
     return out if out._fresh else None
 
 
+def exponential(dst: Any = None, src: Any = None, max_value: Any = 0.0, reduce_res: Any = None,
+                reduce_cmd: Any = "idle", reduce_init: Any = 0.0, *, name: str = "",
+                call: str = "nisa.exponential") -> Tensor | None:
+    """``exp(src - max_value)`` on VectorE (NeuronCore-v4, NKI 2.31+; ``max_value`` a number
+    or a (P, 1) tile), with the row sums into ``reduce_res`` when given (``reduce_cmd=reduce``
+    continuing an earlier sum, ``reduce_init`` a starting value)."""
+    t = _on_chip(src, "src", call)
+    p = t.shape[0]
+    x = _f32(read(t, "src", call)).reshape(p, -1)
+    m, tm = _column(max_value, p, "max_value", call)
+    with np.errstate(all="ignore"):
+        values = np.exp(x - m).astype(np.float32)
+    out = _output(dst, t.shape, t.dtype, call)
+    out._store(values.reshape(out.shape))
+    writes = [out]
+    if reduce_res is not None:
+        sums = values.sum(axis=1, keepdims=True, dtype=np.float32)
+        init, _ = _column(reduce_init, p, "reduce_init", call)
+        r = _reduce_into(reduce_res, sums + init, "add", reduce_cmd, call)
+        writes.append(r)
+    reads = [t] + ([tm] if tm is not None else [])
+    _consume(*reads)
+    record("exponential", "vector", p, free_size(t.shape), _dtype_bytes(t, out), reads, writes)
+    return None
+
+
 def _old_range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd="idle", reduce_res=None,
                       reduce_op=None, range_start=0, on_false_value=Ellipsis, mask=None, dtype=None, **kw):
     return range_select(None, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd, reduce_res, reduce_op,
@@ -1355,7 +1381,7 @@ reduce_cmd = _types.SimpleNamespace(idle="idle", reset="reset", reset_reduce="re
 FUNCTIONS.update(tensor_tensor_scan=tensor_tensor_scan, tensor_scalar_reduce=tensor_scalar_reduce,
                  affine_select=affine_select, dma_transpose=dma_transpose, tensor_copy_predicated=tensor_copy_predicated,
                  max8=max8, nc_find_index8=nc_find_index8, nc_match_replace8=nc_match_replace8,
-                 range_select=range_select, select_reduce=select_reduce)
+                 range_select=range_select, select_reduce=select_reduce, exponential=exponential)
 
 
 def _old_tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *, dtype=None, mask=None, **kw):
