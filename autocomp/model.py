@@ -178,6 +178,12 @@ class Problem:
         """The whole file with ``kernel_code`` in place of the original kernel."""
         return self.span.replace_in(self.file_text, kernel_code)
 
+    def oracle_key(self) -> str:
+        """Identity of the original's run (the reference a backend computes once): problems
+        that differ only in how a candidate's file is assembled share it, so `eval FILE
+        --against BASE` runs BASE's original once, not once per problem."""
+        return self.content_hash()
+
     def content_hash(self) -> str:
         """Identity for caching: file, span and options (not the path: moving a file
         should not throw away its cache)."""
@@ -228,6 +234,9 @@ class CandidateFileProblem(Problem):
 
     def content_hash(self) -> str:
         return sha256(super().content_hash() + "\0candidate-file\0" + sha256(self.candidate_file))
+
+    def oracle_key(self) -> str:
+        return super().content_hash()  # the baseline's original is the oracle, whatever the candidate file
 
     def to_json(self) -> dict[str, Any]:
         return {**super().to_json(), "candidate_code": self.candidate_code, "candidate_file": self.candidate_file}

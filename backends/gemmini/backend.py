@@ -239,7 +239,7 @@ class GemminiBackend(Backend):
             return []
         toolchain = self.toolchain()
         slots = asyncio.Semaphore(cpu_slots())
-        key = f"{problem.content_hash()}:{self.cache_identity()}:{prep.mode}:{len(prep.seeds)}"
+        key = f"{problem.oracle_key()}:{self.cache_identity()}:{prep.mode}:{len(prep.seeds)}"
         if key in self._references:
             seeds = self._references[key].seeds
         else:

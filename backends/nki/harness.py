@@ -503,7 +503,7 @@ class Harness:
 
     # -- oracle --------------------------------------------------------------------
     async def oracle(self, problem: Problem) -> Oracle:
-        key = problem.content_hash()
+        key = problem.oracle_key()
         if key in self._oracles:
             return self._oracles[key]
         return await asyncio.shield(self._oracle_job(problem).task)
@@ -512,7 +512,7 @@ class Harness:
         """The run of the original for ``problem`` on this event loop: one, however many
         evaluations wait for it (a failed one is run again by the next caller)."""
         loop = asyncio.get_running_loop()
-        key = problem.content_hash()
+        key = problem.oracle_key()
         job = self._jobs.get(key)
         if job is not None and job.loop is loop and not (job.task.done() and (job.task.cancelled() or job.task.exception())):
             return job
@@ -531,7 +531,7 @@ class Harness:
         return job
 
     async def _run_oracle(self, problem: Problem, ready: Callable[[int, list[np.ndarray]], None]) -> Oracle:
-        key = problem.content_hash()
+        key = problem.oracle_key()
         run = await self._run_child(problem.file_text, problem.name, "oracle",
                                     {"rng_seeds": [self.rng_seeds[s] for s in self.seeds], "seed_budget": self.seed_budget,
                                      "early_inputs": self.early_start},
@@ -590,7 +590,7 @@ class Harness:
             ev = await self._evaluate_original(problem, text)
             if ev is not None:
                 return ev
-        oracle = self._oracles.get(problem.content_hash())
+        oracle = self._oracles.get(problem.oracle_key())
         early = None
         if oracle is None:
             oracle, early = await self._beside_oracle(problem, text)
@@ -654,7 +654,7 @@ class Harness:
         reversed-loop run is left (started beside the original, like any first candidate).
         None, for the ordinary candidate path, when the original writes an output argument
         (a candidate gets it poisoned, which the oracle's run did not)."""
-        oracle = self._oracles.get(problem.content_hash())
+        oracle = self._oracles.get(problem.oracle_key())
         early = None
         if oracle is None and self.reorder:
             oracle, early = await self._beside_oracle(problem, text, reverse_only=True)

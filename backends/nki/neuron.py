@@ -111,7 +111,7 @@ class NeuronTools:
         return self._status
 
     async def _oracle(self, problem: Problem, seeds: tuple[int, ...]):
-        key = problem.content_hash()
+        key = problem.oracle_key()
         if key in self._oracles:
             return self._oracles[key]
         data, arrays = await self._child("inputs", {"function": problem.name, "seeds": list(seeds)}, problem.file_text)

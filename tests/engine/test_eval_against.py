@@ -78,6 +78,32 @@ def test_nki_file_runs_with_its_own_module_constants(tmp_path, capsys):
     assert result["speedup"] != pytest.approx(1.0)
 
 
+def test_nki_original_runs_once_for_base_and_file(tmp_path, capsys, monkeypatch):
+    """BASE's original is the oracle of both evaluations (BASE as its own candidate, FILE
+    against it): one run of it, not one per problem (they used to run side by side)."""
+    from autocomp.backends.nki import harness
+
+    modes = []
+    real = harness.Harness._run_child
+
+    async def counted(self, *a, **k):
+        modes.append(a[2])
+        return await real(self, *a, **k)
+
+    monkeypatch.setattr(harness.Harness, "_run_child", counted)
+    base = tmp_path / "base.py"
+    base.write_text(NKI)
+    cand = tmp_path / "rows64.py"
+    cand.write_text(_nki_with_rows(64))
+    code, result = run_eval(capsys, cand, base)
+    assert code == 0 and result["verdict"] == "correct" and result["baseline"]["verdict"] == "correct"
+    assert modes.count("oracle") == 1, modes
+    baseline, candidate, _ = against_problems(Problem(str(base), KernelSpan("k", "nki", 1, 2), NKI),
+                                              type("F", (), {"candidate_span": lambda s, p, path, t: p.span})(),
+                                              str(cand), cand.read_text())
+    assert candidate.oracle_key() == baseline.oracle_key() and candidate.content_hash() != baseline.content_hash()
+
+
 # -- Gemmini: a macro only the candidate file defines ------------------------------------------------
 def test_gemmini_file_runs_with_its_own_macros(tmp_path, capsys):
     from autocomp.backends import get_backend
