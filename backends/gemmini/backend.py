@@ -132,6 +132,9 @@ class GemminiBackend(Backend):
         super().__init__(settings)
         self._toolchain: Any = None
         self._references: dict[str, Reference] = {}
+        # References being computed, by key: evaluations of the same original that run at
+        # once (`eval FILE --against BASE` evaluates BASE and FILE side by side) share one.
+        self._reference_jobs: dict[str, tuple[asyncio.AbstractEventLoop, asyncio.Task]] = {}
         self._secret_seeds: dict[str, tuple[int, ...]] = {}
         self._harness_objects: dict[str, bytes] = {}
         self._harness_locks: dict[tuple[int, str], asyncio.Lock] = {}
@@ -247,14 +250,23 @@ class GemminiBackend(Backend):
             # against it run on the same secret inputs.
             seeds = self._secret_seeds.setdefault(key, self._draw_seeds(prep.seeds))
         prep = dataclasses.replace(prep, seeds=seeds)
-        ref_task: asyncio.Task | None = None
+        ref_task: asyncio.Task | None = None  # the reference run this call started (and owns)
+        shared: asyncio.Task | None = None  # one another evaluation started, awaited here
         tasks: list[asyncio.Task] = []
         try:
             if key not in self._references:
-                ref_task = asyncio.create_task(self._reference(problem, prep, toolchain, slots))
+                loop = asyncio.get_running_loop()
+                job = self._reference_jobs.get(key)
+                if job is not None and job[0] is loop and not job[1].done():
+                    shared = job[1]
+                else:
+                    ref_task = asyncio.create_task(self._reference(problem, prep, toolchain, slots))
+                    self._reference_jobs[key] = (loop, ref_task)
             tasks = [asyncio.create_task(self._build_and_run(problem, prep, prep.sig, code, toolchain, slots)) for code in codes]
             if ref_task is not None:
                 self._references[key] = await ref_task
+            elif shared is not None:
+                self._references[key] = await asyncio.shield(shared)
             ref = self._references[key]
             results = list(await asyncio.gather(*tasks))
             if ref.sig is not None and prep.sig is not None and ref.sig != prep.sig:

@@ -105,8 +105,18 @@ def test_nki_original_runs_once_for_base_and_file(tmp_path, capsys, monkeypatch)
 
 
 # -- Gemmini: a macro only the candidate file defines ------------------------------------------------
-def test_gemmini_file_runs_with_its_own_macros(tmp_path, capsys):
+def test_gemmini_file_runs_with_its_own_macros(tmp_path, capsys, monkeypatch):
     from autocomp.backends import get_backend
+    from autocomp.backends.gemmini import GemminiBackend
+
+    references = []
+    real = GemminiBackend._reference
+
+    async def counted(self, *a, **k):
+        references.append(1)
+        return await real(self, *a, **k)
+
+    monkeypatch.setattr(GemminiBackend, "_reference", counted)
 
     if not all(c.found for c in get_backend("gemmini").doctor() if c.required):
         pytest.skip("the Gemmini toolchain (riscv gcc, spike) is not installed here")
@@ -117,6 +127,7 @@ def test_gemmini_file_runs_with_its_own_macros(tmp_path, capsys):
                     .replace("const uint32_t b_sp = DIM;", "const uint32_t b_sp = B_SP_ROWS;"))
     code, result = run_eval(capsys, cand, base)
     assert code == 0 and result["verdict"] == "correct", result["feedback"]
+    assert len(references) == 1  # BASE's original ran once for both evaluations (side by side)
 
 
 # -- CUDA: KernelBench's layout --------------------------------------------------------------------------
