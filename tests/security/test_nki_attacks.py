@@ -851,3 +851,48 @@ def test_nki_attack_a_near_copy_of_the_original_is_evaluated_in_full(tmp_path, m
     assert ev_near.verdict is Verdict.CORRECT and ev_same.verdict is Verdict.CORRECT
     full = [k for k in kinds if k == ("candidate", False)]
     assert len(full) == 2 and ("candidate", True) in kinds  # the two look-alikes in full; the original not
+
+
+def test_nki_attack_a_candidate_file_cannot_choose_the_inputs_it_is_judged_on(tmp_path, capsys):
+    """Attack, on `autocomp eval FILE --against BASE`: BASE's original is the oracle of both
+    evaluations and runs once (its key is BASE's alone). The candidate FILE brings its own
+    `get_inputs` (all zeros) and a kernel that returns zeros, hoping the shared reference is
+    computed on FILE's inputs, where zeros would be the right answer. The reference and the
+    inputs are BASE's: the cheat is incorrect."""
+    from autocomp.cli.main import main
+
+    base = tmp_path / "base.py"
+    base.write_text(BASE)
+    zeros = ORIGINAL.replace(
+        "nisa.scalar_tensor_tensor(dst=z, data=x, op0=nl.multiply, operand0=2.0, op1=nl.add, operand1=y)",
+        "nisa.memset(dst=z, value=0.0)")
+    assert zeros != ORIGINAL
+    cand = tmp_path / "cheat.py"
+    cand.write_text(BASE.replace(ORIGINAL, zeros).replace(
+        "return [rng.standard_normal((256, 128)).astype(np.float32), rng.standard_normal((256, 128)).astype(np.float32)]",
+        "return [np.zeros((256, 128), np.float32), np.zeros((256, 128), np.float32)]"))
+    code = main(["eval", str(cand), "--against", str(base), "--json", "--no-cache"])
+    result = json.loads(capsys.readouterr().out)
+    assert code != 0 and result["verdict"] == "incorrect", result
+    assert result["baseline"]["verdict"] == "correct"
+
+
+@pytest.mark.parametrize("tail", [
+    [5] + [7] * 4,  # more PSUM ids than the batch holds
+    [-3],  # a negative count
+    [1 << 20] + [1] * 8,  # a count past any instruction's operands
+])
+def test_nki_bypass_a_hostile_trace_batch_with_bad_psum_ids_is_a_malformed_channel(tail):
+    """Bypass: the PSUM operand ids of an instruction now travel with it in the binary trace
+    (not in its template). A child that could write the channel sends counts that overrun
+    the batch, are negative or absurd, hoping the parent reads past the batch or builds a
+    huge list. The parent refuses the channel, with nothing rebuilt from it."""
+    from array import array
+
+    from autocomp.backends.nki.harness import parse_channel
+
+    ints = [0, 0, 128, 4, 4, 0, 1, 1, 0, 128, 0, 16, 0] + tail
+    payload = array("q", ints).tobytes()
+    raw = json.dumps(["tb", [[0, "memset", "vector", 3, {}]], len(payload)]).encode() + b"\n" + payload
+    result, trace, _, problem = parse_channel(raw + b'["result", {"status": "ok"}]\n')
+    assert result is None and "malformed" in problem and not trace
