@@ -64,7 +64,8 @@ def _loads(line: bytes) -> Any:
 _UFUNCS = frozenset(set(isa.BINARY) | set(isa.UNARY) | {"sum", "max", "min", "prod", "amax", "amin", "mean",
                                                         "true_divide", "power", "exp", "tanh", "sqrt", "log"})
 _BINARY = frozenset({"add", "subtract", "multiply", "divide", "power"})
-_METHODS = frozenset({"reshape", "view", "broadcast_to", "ap"})
+_METHODS = frozenset({"reshape", "view", "broadcast_to", "ap", "slice", "select", "permute", "expand_dim", "squeeze_dim",
+                      "broadcast", "flatten_dims", "reshape_dim"})
 _BUFFERS = {"sbuf": language.sbuf, "psum": language.psum, "hbm": language.hbm, "shared_hbm": language.shared_hbm,
             "private_hbm": language.private_hbm}
 MAX_INDEX_ELEMENTS = 1 << 22

@@ -294,6 +294,31 @@ class TensorRef:
     def ap(self, *args: Any, **kw: Any) -> Any:
         return self._method("ap", *args, **kw)
 
+    # NKI 2.31+ NkiTensor views
+    def slice(self, *args: Any, **kw: Any) -> Any:
+        return self._method("slice", *args, **kw)
+
+    def select(self, *args: Any, **kw: Any) -> Any:
+        return self._method("select", *args, **kw)
+
+    def permute(self, *args: Any, **kw: Any) -> Any:
+        return self._method("permute", *args, **kw)
+
+    def expand_dim(self, *args: Any, **kw: Any) -> Any:
+        return self._method("expand_dim", *args, **kw)
+
+    def squeeze_dim(self, *args: Any, **kw: Any) -> Any:
+        return self._method("squeeze_dim", *args, **kw)
+
+    def broadcast(self, *args: Any, **kw: Any) -> Any:
+        return self._method("broadcast", *args, **kw)
+
+    def flatten_dims(self, *args: Any, **kw: Any) -> Any:
+        return self._method("flatten_dims", *args, **kw)
+
+    def reshape_dim(self, *args: Any, **kw: Any) -> Any:
+        return self._method("reshape_dim", *args, **kw)
+
     def _bin(self, name: str, a: Any, b: Any) -> Any:
         return CONN.post({"op": "binary", "name": name, "a": encode(a), "b": encode(b)})
 

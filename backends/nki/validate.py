@@ -44,11 +44,13 @@ SAFE_BUILTINS = frozenset({
 RAISABLE = frozenset({"ValueError", "AssertionError", "NotImplementedError", "TypeError", "RuntimeError"})
 # Attributes of values (tiles, tensors, dtypes, index grids) a kernel may read.
 VALUE_ATTRS = frozenset({"shape", "dtype", "ndim", "buffer", "itemsize", "reshape", "view", "broadcast_to", "ap", "p", "x", "y", "z",
-                         "min", "max", "bits"})
+                         "min", "max", "bits", "slice", "select", "permute", "expand_dim", "squeeze_dim", "broadcast",
+                         "flatten_dims", "reshape_dim"})
 # Host NumPy constructors allowed only as the value of nl.shared_constant (a trace-time
 # constant such as an identity matrix).
 CONSTANT_MAKERS = frozenset({"identity", "eye", "tri", "ones", "zeros", "full", "arange"})
-VALUE_METHODS = frozenset({"reshape", "view", "broadcast_to", "ap"})
+VALUE_METHODS = frozenset({"reshape", "view", "broadcast_to", "ap", "slice", "select", "permute", "expand_dim",
+                           "squeeze_dim", "broadcast", "flatten_dims", "reshape_dim"})
 # Decorators that mark a kernel (all run the kernel as written).
 JIT_NAMES = frozenset({"jit", "baremetal", "benchmark", "profile", "trace", "nki_jit"})
 NUMPY_DTYPES = frozenset({

@@ -727,6 +727,114 @@ class Tensor:
             w = w.reshape(w.shape[:-1] + (-1, int(round(1 / ratio)))).all(axis=-1)
         return Tensor(self._alloc, data, w, None)
 
+    # -- NKI 2.31+ NkiTensor views (no data moves; none changes an on-chip partition axis
+    # other than by slicing it) ----------------------------------------------------------
+    def _plain_view(self, call: str) -> None:
+        if self._key is not None or (self.on_chip and self._alloc.pdim):
+            raise fail("unsupported", f"{call} of a view made with index arrays or of a block (par_dim) tensor; "
+                       "index it instead", call)
+
+    def _axis(self, dim: Any, call: str, ndim: int | None = None, partition: bool = False) -> int:
+        n = self._data.ndim if ndim is None else ndim
+        if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+            raise fail("bad-operand", f"{call}: a dimension must be an integer, got {dim!r}", call)
+        d = int(dim) + n if int(dim) < 0 else int(dim)
+        if not 0 <= d < n:
+            raise fail("bad-operand", f"{call}: dimension {dim} of a {self._data.ndim}-D tensor", call)
+        if d == 0 and self.on_chip and not partition:
+            raise fail("partition-view", f"{call} cannot change the partition dimension (dim 0) of an on-chip tile", call)
+        return d
+
+    def _as_view(self, data: np.ndarray, written: np.ndarray, call: str) -> "Tensor":
+        if data.size and not np.shares_memory(data, self._data):
+            raise fail("unsupported", f"{call} would copy data (the dimensions are not contiguous in memory)", call)
+        return Tensor(self._alloc, data, written, None)
+
+    def slice(self, dim: Any, start: Any, end: Any, step: Any = 1) -> "Tensor":
+        """Elements ``start:end:step`` of dimension ``dim`` (the partition axis only with step 1)."""
+        call = "tensor.slice"
+        self._plain_view(call)
+        d = self._axis(dim, call, partition=True)
+        size = self._data.shape[d]
+        start, end, step = (int(v) for v in (start, end, step))
+        if step <= 0 or not 0 <= start <= end <= size:
+            raise fail("out-of-bounds", f"{call}({dim}, {start}, {end}, {step}) of a dimension of size {size}", call)
+        if d == 0 and self.on_chip and step != 1:
+            raise fail("partition-view", f"{call}: partitions are sliced with step 1", call)
+        key = (slice(None),) * d + (slice(start, end, step),)
+        return self._as_view(self._data[key], self._written[key], call)
+
+    def select(self, dim: Any, index: Any) -> "Tensor":
+        """Element ``index`` of dimension ``dim``, which the view drops."""
+        call = "tensor.select"
+        self._plain_view(call)
+        d = self._axis(dim, call)
+        i = int(index)
+        if not 0 <= i < self._data.shape[d]:
+            raise fail("out-of-bounds", f"{call}({dim}, {index}) of a dimension of size {self._data.shape[d]}", call)
+        key = (slice(None),) * d + (i,)
+        return self._as_view(self._data[key], self._written[key], call)
+
+    def permute(self, *dims: Any) -> "Tensor":
+        """The dimensions in the order ``dims`` (an on-chip tile keeps dim 0 first)."""
+        call = "tensor.permute"
+        self._plain_view(call)
+        order = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
+        n = self._data.ndim
+        order = tuple(self._axis(d, call, partition=True) for d in order)
+        if sorted(order) != list(range(n)):
+            raise fail("bad-operand", f"{call}{tuple(dims)} is not a permutation of {n} dimensions", call)
+        if self.on_chip and order[0] != 0:
+            raise fail("partition-view", f"{call} cannot move the partition dimension (dim 0) of an on-chip tile", call)
+        return self._as_view(np.transpose(self._data, order), np.transpose(self._written, order), call)
+
+    def expand_dim(self, dim: Any) -> "Tensor":
+        """A size-1 dimension inserted at ``dim``."""
+        call = "tensor.expand_dim"
+        self._plain_view(call)
+        d = self._axis(dim, call, ndim=self._data.ndim + 1)
+        return self._as_view(np.expand_dims(self._data, d), np.expand_dims(self._written, d), call)
+
+    def squeeze_dim(self, dim: Any) -> "Tensor":
+        """Dimension ``dim`` (of size 1) removed."""
+        call = "tensor.squeeze_dim"
+        self._plain_view(call)
+        d = self._axis(dim, call)
+        if self._data.shape[d] != 1:
+            raise fail("shape-mismatch", f"{call}({dim}): that dimension has size {self._data.shape[d]}, not 1", call)
+        return self._as_view(np.squeeze(self._data, d), np.squeeze(self._written, d), call)
+
+    def broadcast(self, dim: Any, size: Any) -> "Tensor":
+        """Dimension ``dim`` (of size 1) repeated ``size`` times, by a zero stride (for reading)."""
+        call = "tensor.broadcast"
+        self._plain_view(call)
+        d = self._axis(dim, call)
+        if self._data.shape[d] != 1 or int(size) < 1:
+            raise fail("shape-mismatch", f"{call}({dim}, {size}): only a dimension of size 1 broadcasts", call)
+        shape = self._data.shape[:d] + (int(size),) + self._data.shape[d + 1:]
+        return self._as_view(np.broadcast_to(self._data, shape), np.broadcast_to(self._written, shape), call)
+
+    def flatten_dims(self, start: Any, end: Any) -> "Tensor":
+        """Dimensions ``start`` to ``end`` (both included) merged into one."""
+        call = "tensor.flatten_dims"
+        self._plain_view(call)
+        a, b = self._axis(start, call), self._axis(end, call)
+        if a > b:
+            raise fail("bad-operand", f"{call}({start}, {end}): start after end", call)
+        shape = self._data.shape[:a] + (-1,) + self._data.shape[b + 1:]
+        return self._as_view(self._data.reshape(shape), self._written.reshape(shape), call)
+
+    def reshape_dim(self, dim: Any, shape: Any) -> "Tensor":
+        """Dimension ``dim`` split into ``shape`` (whose product is its size)."""
+        call = "tensor.reshape_dim"
+        self._plain_view(call)
+        d = self._axis(dim, call)
+        parts = tuple(int(v) for v in (shape if isinstance(shape, (tuple, list)) else (shape,)))
+        if math.prod(parts) != self._data.shape[d] or any(v < 1 for v in parts):
+            raise fail("shape-mismatch", f"{call}({dim}, {parts}): a dimension of size {self._data.shape[d]}", call)
+        new = self._data.shape[:d] + parts + self._data.shape[d + 1:]
+        return self._as_view(self._data.reshape(new), self._written.reshape(new), call)
+
     def __add__(self, o): return OPS["binary"]("add", self, o)
     def __radd__(self, o): return OPS["binary"]("add", o, self)
     def __sub__(self, o): return OPS["binary"]("subtract", self, o)
