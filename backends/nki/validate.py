@@ -657,9 +657,10 @@ class FunctionChecker:
                 self.issue(e, f"the helper `{n}` can only be called, not used as a value")
             return
         if n in self.locals:
-            if call:
-                self.issue(e, f"`{n}` is a local value and cannot be called; call NKI functions, helpers or "
-                              f"{', '.join(sorted(SAFE_BUILTINS))}")
+            # Calling a local is calling what it holds, and what a local may hold was checked
+            # where it was assigned (an NKI operator such as `act = nl.gelu`, a tile, a
+            # number): nothing a direct call could not reach. (Builtins and helpers cannot
+            # be taken as values, so no other callable gets here.)
             return
         kind = self.v.module_name(n)
         if kind == "api":

@@ -896,3 +896,24 @@ def test_nki_bypass_a_hostile_trace_batch_with_bad_psum_ids_is_a_malformed_chann
     raw = json.dumps(["tb", [[0, "memset", "vector", 3, {}]], len(payload)]).encode() + b"\n" + payload
     result, trace, _, problem = parse_channel(raw + b'["result", {"status": "ok"}]\n')
     assert result is None and "malformed" in problem and not trace
+
+
+@pytest.mark.parametrize("smuggle", [
+    "    f = open\n    f('/etc/passwd')\n",
+    "    f = getattr\n    f(a, 'shape')\n",
+    "    f = print\n    f('PASS')\n",
+    "    f = type(a)\n    f()\n",
+    "    f = a.__class__\n    f()\n",
+    "    f = eval\n    f('1')\n",
+])
+def test_nki_attack_a_local_cannot_call_what_a_direct_call_could_not(tmp_path, smuggle):
+    """Attack: calling a local is allowed now (`act = nl.gelu; act(x)`), on the reasoning that
+    what a local holds was checked where it was assigned. A kernel tries to launder a
+    forbidden callable through a local (a builtin taken as a value, a class, a dunder, eval)
+    and call it there. Each is refused where it is taken, before anything runs."""
+    path = tmp_path / "scale_add.py"
+    path.write_text(BASE)
+    backend = get_backend("nki", {"timeout": 20, "seeds": [0]})
+    problem = backend.make_problem(str(path), BASE)
+    (ev,) = asyncio.run(backend.evaluate(problem, [kernel(before=smuggle)]))
+    assert ev.verdict is Verdict.REJECTED, (smuggle, ev.verdict, ev.feedback)
