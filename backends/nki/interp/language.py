@@ -2,8 +2,9 @@
 
 Both API styles share allocation (``nl.ndarray``/``nl.zeros``), dtypes, buffers, loop
 ranges and index helpers. The functional calls (``nl.load``, ``nl.store``, ``nl.matmul``,
-``nl.exp(x)``, ``nl.sum``, tile arithmetic) belong to the older ``neuronxcc.nki`` API;
-under ``import nki`` they are rejected with a message naming the ``nisa`` replacement.
+``nl.exp(x)``, ``nl.sum``, tile arithmetic) come from the older ``neuronxcc.nki`` API; NKI
+2.29 put them back into ``nki.language``, so they run under ``import nki`` too, as they do
+in the older API (each returns a new tile).
 """
 
 from __future__ import annotations
