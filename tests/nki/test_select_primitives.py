@@ -214,3 +214,65 @@ def test_exponential_with_row_sums(tmp_path):
     e = np.exp(a.astype(np.float64) - a.max(1, keepdims=True))
     np.testing.assert_allclose(res.outputs[0], e / e.sum(1, keepdims=True), rtol=1e-5, atol=1e-7)
     assert any(i.op == "exponential" and i.engine == "vector" for i in res.trace)
+
+
+SHUFFLE = '''import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@nki.jit
+def shuffle(a):
+    # reverse the partitions of each quadrant of 32, leave partition 5 of each as it is; in place
+    out = nl.ndarray((128, 16), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 16), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=a)
+    lanes = [31 - i for i in range(32)]
+    lanes[5] = 255
+    nisa.nc_stream_shuffle(dst=t, src=t, shuffle_mask=lanes)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+'''
+
+SHUFFLE_OLD = '''import neuronxcc.nki as nki
+import neuronxcc.nki.isa as nisa
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def shuffle_old(a):
+    out = nl.ndarray((64, 16), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(a)
+    d = nl.ndarray((64, 16), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.nc_stream_shuffle(t, d, [0] * 32)
+    nl.store(out, value=d)
+    return out
+
+
+@nki.jit
+def bad_lanes(a):
+    out = nl.ndarray((64, 16), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.load(a)
+    nisa.nc_stream_shuffle(t, t, [40] * 32)
+    nl.store(out, value=t)
+    return out
+'''
+
+
+def test_nc_stream_shuffle_moves_partitions_within_quadrants(tmp_path):
+    install()
+    mod, path = load_module(tmp_path, "shuffle", SHUFFLE)
+    a = RNG.standard_normal((128, 16)).astype(np.float32)
+    res = run_both_ways(path, mod, "shuffle", [a])
+    lanes = np.array([31 - i for i in range(32)])
+    rows = np.concatenate([q * 32 + lanes for q in range(4)])
+    expect = a[rows]
+    for q in range(4):
+        expect[q * 32 + 5] = a[q * 32 + 5]
+    np.testing.assert_array_equal(res.outputs[0], expect)
+    old, old_path = load_module(tmp_path, "shuffle_old", SHUFFLE_OLD)
+    b = RNG.standard_normal((64, 16)).astype(np.float32)
+    res = run_both_ways(old_path, old, "shuffle_old", [b])
+    np.testing.assert_array_equal(res.outputs[0], np.concatenate([np.tile(b[0], (32, 1)), np.tile(b[32], (32, 1))]))
+    with pytest.raises(NkiError, match="32 partition numbers"):
+        execute(old.bad_lanes, [b], kernel_file=old_path)

@@ -285,6 +285,7 @@ def composites(x):
     nisa.select_reduce(dst=r, predicate=pu, on_true=r, on_false=0.0, reduce_res=rmax, reduce_cmd=nisa.reduce_cmd.reduce)
     rsum = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
     nisa.exponential(dst=r, src=r, max_value=rmax, reduce_res=rsum)
+    nisa.nc_stream_shuffle(dst=r, src=r, shuffle_mask=[255] * 32)
     nisa.dma_copy(dst=out, src=r)
     return out
 '''
@@ -345,6 +346,7 @@ def ops(x):
     rs = nisa.range_select(on_true_tile=sel2, comp_op0=nl.greater_equal, comp_op1=nl.less, bound0=lo, bound1=hi)
     pm = nl.full((128, 512), 1, dtype=nl.uint8, buffer=nl.sbuf)
     nisa.select_reduce(dst=rs, predicate=pm, on_true=rs, on_false=0.0)
+    nisa.nc_stream_shuffle(rs, rs, [255] * 32)
     acc[...] = acc + y4 + ms + sc + tsr + sel
     acc[...] = nl.add(acc, mv[:, 0:1])
     acc[...] = nl.add(acc, pr2)

@@ -1363,6 +1363,49 @@ def exponential(dst: Any = None, src: Any = None, max_value: Any = 0.0, reduce_r
     return None
 
 
+def nc_stream_shuffle(dst: Any = None, src: Any = None, shuffle_mask: Any = None, *, dtype: Any = None,
+                      mask: Any = None, name: str = "", call: str = "nisa.nc_stream_shuffle") -> None:
+    """Cross-partition moves within each quadrant of 32 partitions (VectorE): output partition
+    ``i`` of every quadrant takes input partition ``shuffle_mask[i]`` of that quadrant, and
+    ``255`` leaves it as it is. Both tiles span 32, 64, 96 or 128 partitions, the same number
+    of elements per partition and one dtype; ``dst`` may be ``src`` (read first). Writes
+    ``dst`` and returns nothing, in both APIs."""
+    s_t = _on_chip(src, "src", call)
+    d_t = _on_chip(dst, "dst", call)
+    p = s_t.shape[0]
+    if p not in (32, 64, 96, 128) or d_t.shape[0] != p:
+        raise fail("shape-mismatch", f"src {s_t.shape} and dst {d_t.shape} must span the same 32, 64, 96 or 128 "
+                   "partitions", call)
+    if free_size(s_t.shape) != free_size(d_t.shape):
+        raise fail("shape-mismatch", f"src {s_t.shape} and dst {d_t.shape} must hold as many elements per partition", call)
+    if s_t.dtype != d_t.dtype:
+        raise fail("bad-operand", f"dst ({core.dtype_name(d_t.dtype)}) must have src's dtype ({core.dtype_name(s_t.dtype)})",
+                   call)
+    lanes = list(shuffle_mask) if isinstance(shuffle_mask, (list, tuple)) else None
+    if lanes is None or len(lanes) != 32 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                                                    and (0 <= int(v) < 32 or int(v) == 255) for v in lanes):
+        raise fail("bad-operand", "shuffle_mask must be a list of 32 partition numbers within the quadrant "
+                   "(0-31, or 255 to leave an output partition as it is)", call)
+    values = read(s_t, "src", call).reshape(p, -1)
+    order = np.array([int(v) for v in lanes])
+    keep = order != 255
+    rows = np.concatenate([q * 32 + np.where(keep, order, 0) for q in range(p // 32)])
+    moved = values[rows]  # (a copy: dst may be src)
+    sel = np.concatenate([keep] * (p // 32))[:, None]
+    if mask is not None:
+        if STATE.style == "new":
+            raise fail("mixed-api", "mask= belongs to the older neuronxcc.nki API", call, static=True)
+        sel = sel & np.broadcast_to(np.asarray(mask, dtype=bool), d_t.shape).reshape(p, -1)
+    d_t._store(moved.reshape(d_t.shape), np.broadcast_to(sel, (p, values.shape[1])).reshape(d_t.shape))
+    _consume(s_t)
+    record("nc_stream_shuffle", "vector", p, free_size(s_t.shape), _dtype_bytes(s_t), [s_t], [d_t])
+    return None
+
+
+def _old_nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None, **kw):
+    return nc_stream_shuffle(dst, src, shuffle_mask, dtype=dtype, mask=mask)
+
+
 def _old_range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd="idle", reduce_res=None,
                       reduce_op=None, range_start=0, on_false_value=Ellipsis, mask=None, dtype=None, **kw):
     return range_select(None, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd, reduce_res, reduce_op,
@@ -1381,7 +1424,8 @@ reduce_cmd = _types.SimpleNamespace(idle="idle", reset="reset", reset_reduce="re
 FUNCTIONS.update(tensor_tensor_scan=tensor_tensor_scan, tensor_scalar_reduce=tensor_scalar_reduce,
                  affine_select=affine_select, dma_transpose=dma_transpose, tensor_copy_predicated=tensor_copy_predicated,
                  max8=max8, nc_find_index8=nc_find_index8, nc_match_replace8=nc_match_replace8,
-                 range_select=range_select, select_reduce=select_reduce, exponential=exponential)
+                 range_select=range_select, select_reduce=select_reduce, exponential=exponential,
+                 nc_stream_shuffle=nc_stream_shuffle)
 
 
 def _old_tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *, dtype=None, mask=None, **kw):
@@ -1400,7 +1444,7 @@ def _old_dma_transpose(src, *, axes=None, dtype=None, mask=None, **kw):
     return dma_transpose(None, src, axes=axes, dtype=dtype, mask=mask)
 
 
-OLD_FUNCTIONS.update(range_select=_old_range_select, select_reduce=_old_select_reduce, max8=_old_max8, nc_find_index8=_old_nc_find_index8, nc_match_replace8=_old_nc_match_replace8,
+OLD_FUNCTIONS.update(nc_stream_shuffle=_old_nc_stream_shuffle, range_select=_old_range_select, select_reduce=_old_select_reduce, max8=_old_max8, nc_find_index8=_old_nc_find_index8, nc_match_replace8=_old_nc_match_replace8,
                      tensor_copy_predicated=_old_tensor_copy_predicated, tensor_tensor_scan=_old_tensor_tensor_scan, tensor_scalar_reduce=_old_tensor_scalar_reduce,
                      affine_select=_old_affine_select, dma_transpose=_old_dma_transpose)
 
