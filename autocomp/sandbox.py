@@ -392,6 +392,24 @@ async def _read_bounded(stream: asyncio.StreamReader | None, limit: int) -> tupl
             dropped = True
 
 
+# Linux's F_SETPIPE_SZ (fcntl has the name from Python 3.10 on; the number is the ABI's).
+_F_SETPIPE_SZ = 1031
+CHANNEL_PIPE_BYTES = 1 << 20
+
+
+def _widen_pipe(fd: int) -> None:
+    """Give the channel pipe 1 MiB (the default limit of /proc/sys/fs/pipe-max-size) instead
+    of 64 KiB: the parent's reader thread then takes a large result in a few hundred reads,
+    not thousands, and each read waits for the GIL, which an estimate on another thread holds
+    for up to the switch interval at a time. Where the kernel refuses, the pipe stays as it was."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", _F_SETPIPE_SZ), CHANNEL_PIPE_BYTES)
+    except (OSError, ImportError):
+        pass
+
+
 def _read_fd_bounded(fd: int, limit: int, sink: Callable[[bytes], None] | None = None) -> tuple[bytes, bool]:
     """Up to ``limit`` bytes from ``fd`` (and whether more came). With ``sink``, the kept
     bytes go to it as they arrive (on this reader's thread, while the child still runs)
@@ -492,6 +510,7 @@ async def _run(
     channel_r = channel_w = None
     if channel:
         channel_r, channel_w = os.pipe()
+        _widen_pipe(channel_w)
     channel_task: asyncio.Future | None = None
     try:
         proc = await asyncio.create_subprocess_exec(

@@ -16,15 +16,18 @@ through :func:`autocomp.sandbox.run_limited`: no network, an empty environment, 
 its folder) and its own work directory.
 
 The interpreter streams the instructions to the parent on the child's channel (descriptor 3)
-as they are recorded, in batches (:class:`autocomp.backends.nki.runner.TraceBatch`); here, in
-the parent, the cost model turns that stream into the
-estimate, outputs are compared in float64 with a per-dtype tolerance, and inputs are checked
+as they are recorded, in batches (:class:`autocomp.backends.nki.runner.TraceBatch`), and says
+when the trace is whole (``["trace_end"]``, after which nothing may change it); here, in the
+parent, the cost model turns that stream into the estimate, on a thread that starts at the
+trace's end while the child still runs (its other input sets, the reversed-loop run and its
+arrays), outputs are compared in float64 with a per-dtype tolerance, and inputs are checked
 unchanged. Nothing the child prints matters.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hashlib
 import json
 import os
@@ -72,6 +75,16 @@ class ChildRun:
     timed_out: bool = False
     log: str = ""
     seconds: float = 0.0
+    # The estimate of ``trace``, started on a thread when the child said its trace was whole
+    # (``["trace_end"]``), while the child still ran; None: not started.
+    estimate: "concurrent.futures.Future[Estimate] | None" = None
+
+    async def cost(self) -> Estimate:
+        """The estimate of the run's trace (the one started early, or computed now)."""
+        if self.estimate is not None:
+            return await asyncio.wrap_future(self.estimate)
+        # On a thread: the loop goes on serving other children meanwhile.
+        return await asyncio.to_thread(estimate, self.trace)
 
 
 @dataclass(repr=False)
@@ -110,15 +123,17 @@ CHANNEL_LIMIT = 256 << 20
 
 
 def parse_channel(raw: bytes | bytearray, trace: list[Instr] | None = None,
-                  lines: int = 0, wire: Decoder | None = None) -> tuple[dict[str, Any] | None, list[Instr], dict[str, np.ndarray], str]:
+                  lines: int = 0, wire: Decoder | None = None,
+                  trace_ended: bool = False) -> tuple[dict[str, Any] | None, list[Instr], dict[str, np.ndarray], str]:
     """(result, trace, arrays, problem) from a child's channel; ``problem`` is "" when well
-    formed. ``trace``, ``lines`` and ``wire`` (the binary batches' templates): what
-    :class:`ChannelParser` already read of it."""
+    formed. ``trace``, ``lines``, ``wire`` (the binary batches' templates) and
+    ``trace_ended``: what :class:`ChannelParser` already read of it."""
     trace = [] if trace is None else trace
     wire = Decoder() if wire is None else wire
     arrays: dict[str, np.ndarray] = {}
     result: dict[str, Any] | None = None
     pos, n = 0, lines
+    ended = trace_ended  # after ["trace_end"] the trace is whole: no instruction or amendment follows
     while pos < len(raw):
         end = raw.find(b"\n", pos)
         if end < 0:
@@ -132,7 +147,11 @@ def parse_channel(raw: bytes | bytearray, trace: list[Instr] | None = None,
         try:
             msg = json.loads(line)
             tag = msg[0]
-            if tag in ("t", "i", "a"):
+            if ended and tag in ("t", "i", "a", WIRE_TAG, "trace_end"):
+                return None, [], {}, f"trace message after the trace's end on line {n}"
+            if tag == "trace_end":
+                ended = True
+            elif tag in ("t", "i", "a"):
                 if not _trace_line(msg, trace):
                     return None, [], {}, f"more than {MAX_TRACE} instructions"
             elif tag == WIRE_TAG:
@@ -182,6 +201,7 @@ def _trace_line(msg: Any, trace: list[Instr]) -> bool:
 
 
 _TRACE_LINE_STARTS = (b'["t",', b'["i",', b'["a",')
+_TRACE_END_LINE = b'["trace_end"]'
 # What decoding a malformed channel raises (json's own errors are ValueErrors; a number
 # like 1e400 where a size belongs overflows int()).
 _MALFORMED = (ValueError, TypeError, IndexError, KeyError, OverflowError)
@@ -216,8 +236,10 @@ class ChannelParser:
     them are taken here as they come, ``on_inputs(seed, arrays)`` is called with them (from
     the reader's thread), and they join the arrays of the result."""
 
-    def __init__(self, on_inputs: Callable[[int, list[np.ndarray]], None] | None = None) -> None:
-        """``on_inputs``: given for an oracle's channel, which starts with its first input set."""
+    def __init__(self, on_inputs: Callable[[int, list[np.ndarray]], None] | None = None,
+                 on_trace: Callable[[list[Instr]], None] | None = None) -> None:
+        """``on_inputs``: given for an oracle's channel, which starts with its first input set;
+        ``on_trace``: called with the whole trace when the child says it is (``["trace_end"]``)."""
         self.buf = bytearray()
         self.pos = 0  # start of the first line not parsed yet
         self.lines = 0
@@ -230,6 +252,8 @@ class ChannelParser:
         self.inputs_done = False
         self.wire = Decoder()  # the binary trace batches' templates
         self.header: tuple[int, Any] | None = None  # (position, parsed header) of a batch still arriving
+        self.on_trace = on_trace
+        self.trace_ended = False
 
     def feed(self, chunk: bytes) -> None:
         self.size += len(chunk)
@@ -247,6 +271,14 @@ class ChannelParser:
                 if not self._wire_batch(line, end):
                     break
                 continue
+            if line == _TRACE_END_LINE:
+                # (the rest is parse_channel's, which refuses trace messages from here on)
+                self.trace_ended, self.tracing = True, False
+                self.lines += 1
+                self.pos = end + 1
+                if self.on_trace is not None:
+                    self.on_trace(list(self.trace))
+                break
             if not line.startswith(_TRACE_LINE_STARTS):
                 self.tracing = False  # parse_channel takes it from here
                 break
@@ -332,7 +364,7 @@ class ChannelParser:
             return None, [], {}, "early inputs without their closing line"
         del self.buf[:self.pos]
         self.pos = 0
-        data, trace, arrays, problem = parse_channel(self.buf, self.trace, self.lines, self.wire)
+        data, trace, arrays, problem = parse_channel(self.buf, self.trace, self.lines, self.wire, self.trace_ended)
         if data is None or not self.early:
             return data, trace, arrays, problem
         if any(k in arrays for k in self.early):
@@ -435,6 +467,9 @@ class Harness:
         self._jobs: dict[str, _OracleJob] = {}
         self.early_start = early_start
         self._scratch = ScratchRoot(self, "autocomp-nki-")  # the children's work folders
+        # Estimates started while their child still runs (ChildRun.estimate): off the loop,
+        # which keeps reading the children's channels.
+        self._estimator = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="nki-estimate")
 
     @property
     def _root(self) -> str:
@@ -442,6 +477,7 @@ class Harness:
 
     def close(self) -> None:
         self._scratch.close()
+        self._estimator.shutdown(wait=False, cancel_futures=True)
 
     # -- children ------------------------------------------------------------------
     def limits(self, oracle: "Oracle | None" = None) -> tuple[float, int]:
@@ -477,7 +513,8 @@ class Harness:
                 # The results channel may carry what the child may hold: it grows with the
                 # problem through the memory limit (inputs, outputs and arguments of every seed).
                 channel_limit = max(CHANNEL_LIMIT, memory)
-                parser = ChannelParser(on_inputs)
+                started: list[concurrent.futures.Future[Estimate]] = []
+                parser = ChannelParser(on_inputs, lambda trace: started.append(self._estimator.submit(estimate, trace)))
                 proc = await run_limited([self.python, "-I", "-m", "autocomp.backends.nki.runner"], cwd=workdir,
                                          timeout=seconds, memory_bytes=memory, env=CHILD_ENV,
                                          stdin_data=stdin, isolation=Isolation(readable=readable),
@@ -497,7 +534,8 @@ class Harness:
                                 f"autocomp.target.nki.memory_mb\n{log}"}},
                                 log=log, seconds=proc.seconds)
             _scrub_paths(data, kernel)
-            return ChildRun(data.get("status") == "ok", data, arrays, trace=trace, log=log, seconds=proc.seconds)
+            return ChildRun(data.get("status") == "ok", data, arrays, trace=trace, log=log, seconds=proc.seconds,
+                            estimate=started[0] if started else None)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
 
@@ -557,9 +595,9 @@ class Harness:
         packed, dtypes = pack_arrays(in_arrays)
         first = self.seeds[0]
         data_bytes = sum(int(a.nbytes) for a in inputs[first] + outputs[first])
-        # On a thread: the loop goes on serving children meanwhile (a candidate started early
-        # streams its trace now; a pipe left unread for the estimate's second would stall it).
-        cost = await asyncio.to_thread(estimate, run.trace)
+        # (off the loop: a candidate started early streams its trace now, and a pipe left
+        # unread for the estimate's second would stall it)
+        cost = await run.cost()
         oracle = Oracle(packed, dtypes, seeds, outputs, inputs, out_args, after, cost,
                         seconds=run.seconds, data_bytes=data_bytes)
         self._oracles[key] = oracle
@@ -628,7 +666,7 @@ class Harness:
             problem_ev = _reorder_verdict(_seq(run.arrays, f"s{self.seeds[0]}_out"), _seq(run.arrays, "rev_out"))
             if problem_ev is not None:
                 return problem_ev
-        est = await asyncio.to_thread(estimate, run.trace)  # (the loop serves other children meanwhile)
+        est = await run.cost()
         return self._rated(est, oracle)
 
     def _rated(self, est: Estimate, oracle: Oracle) -> Evaluation:
@@ -752,7 +790,7 @@ class Harness:
             data[key] = {**run.data.get(key, {}), **more.data.get(key, {})}
         data["cpu_seconds"] = float(run.data.get("cpu_seconds", 0.0)) + float(more.data.get("cpu_seconds", 0.0))
         return ChildRun(True, data, {**run.arrays, **more.arrays}, trace=run.trace, log=more.log,
-                        seconds=run.seconds + more.seconds)
+                        seconds=run.seconds + more.seconds, estimate=run.estimate)
 
 
 @dataclass(repr=False)

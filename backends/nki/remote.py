@@ -23,7 +23,6 @@ check means none.
 from __future__ import annotations
 
 import collections
-import gc
 import json
 import linecache
 import math
@@ -69,11 +68,6 @@ _METHODS = frozenset({"reshape", "view", "broadcast_to", "ap", "slice", "select"
 _BUFFERS = {"sbuf": language.sbuf, "psum": language.psum, "hbm": language.hbm, "shared_hbm": language.shared_hbm,
             "private_hbm": language.private_hbm}
 MAX_INDEX_ELEMENTS = 1 << 22
-# The cyclic garbage collector's first threshold while a kernel runs: every request decoded
-# makes a few dicts and lists, and at Python's 700 the collector ran thousands of times over
-# a heap the growing trace keeps large (1.5 s of 14 in a 131k-instruction kernel). It still
-# runs, every this many container allocations; the thresholds are restored after the run.
-GC_THRESHOLD = 10_000
 # Calls taking a host integer/boolean array: (positional index or indices, keyword name).
 _ARRAY_ARGS = {"iota": ((0, 1), "expr"), "affine_select": ((0, 1), "pred"), "shared_constant": (0, "value"),
                "tensor_copy_predicated": (2, "predicate")}
@@ -217,13 +211,7 @@ class KernelProcess:
         self.failure = None
         self._send({"cmd": "run", "args": [self._encode(a) for a in args],
                     "kwargs": {k: self._encode(v) for k, v in kwargs.items()}, "reverse": bool(STATE.reverse_affine)})
-        thresholds = gc.get_threshold()
-        if 0 < thresholds[0] < GC_THRESHOLD:  # (0: collection is off, left so)
-            gc.set_threshold(GC_THRESHOLD, *thresholds[1:])
-        try:
-            msg = self._serve()
-        finally:
-            gc.set_threshold(*thresholds)
+        msg = self._serve()  # (under install.execute's relaxed_gc: a request makes a few containers)
         if self.failure is not None:  # the first error wins, whatever the kernel code did next
             raise KernelFailure(self.failure)
         if msg.get("op") != "return":

@@ -520,6 +520,10 @@ def run(request: dict[str, Any], channel: Channel | None = None, inputs_raw: byt
                 core.stream_to(None)
                 if sink is not None and n == 0:
                     sink.flush()
+            if sink is not None and n == 0:
+                # The trace is whole: the parent can start its estimate while the rest (other
+                # input sets, the reversed-loop run, the arrays) goes on.
+                channel.message(["trace_end"])
             result["counts"][str(seed)] = [len(res.outputs), len(res.args_after)]
             if mode == "oracle":
                 for i, a in enumerate(inputs[seed]):

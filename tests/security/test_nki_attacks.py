@@ -898,6 +898,27 @@ def test_nki_bypass_a_hostile_trace_batch_with_bad_psum_ids_is_a_malformed_chann
     assert result is None and "malformed" in problem and not trace
 
 
+def test_nki_bypass_a_channel_cannot_end_the_trace_early_and_go_on():
+    """Bypass: the parent starts the estimate when the child says the trace is whole
+    (``["trace_end"]``). A child that could write the channel ends the trace after a cheap
+    prefix, so the estimate (of the prefix) comes out fast, then sends the costly rest for
+    the verdict's outputs. Anything that would change the trace after its end makes the
+    channel malformed: the verdict never pairs an estimate with a trace it is not of."""
+    from autocomp.backends.nki.harness import ChannelParser, parse_channel
+    from autocomp.backends.nki.trace import Instr
+
+    cheap = Instr("memset", "vector", 3, 128, 4, 4, (), ((1, 0, 128, 0, 16),), {}).to_list()
+    costly = Instr("nc_matmul", "tensor", 4, 128, 512, 2, ((1, 0, 128, 0, 16),), ((2, 0, 128, 0, 2048),), {}).to_list()
+    raw = (json.dumps(["t", [["i", cheap]]]).encode() + b"\n" + b'["trace_end"]\n'
+           + json.dumps(["t", [["i", costly]] * 1000]).encode() + b"\n" + b'["result", {"status": "ok"}]\n')
+    estimated = []
+    parser = ChannelParser(on_trace=lambda trace: estimated.append(len(trace)))
+    parser.feed(raw)
+    assert parser.finish()[0] is None and estimated == [1]
+    result, trace, _, problem = parse_channel(raw)
+    assert result is None and not trace and "after the trace's end" in problem
+
+
 @pytest.mark.parametrize("smuggle", [
     "    f = open\n    f('/etc/passwd')\n",
     "    f = getattr\n    f(a, 'shape')\n",

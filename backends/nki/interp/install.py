@@ -8,7 +8,9 @@ kernel on host arrays and returns its outputs, its arguments afterwards and the 
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import gc
 import itertools
 import importlib
 import sys
@@ -92,6 +94,28 @@ def _collect(result: Any) -> list[np.ndarray]:
     return [_to_host(result, "output")]
 
 
+# The cyclic garbage collector's first threshold while a kernel runs. Every NKI instruction
+# makes a dozen small containers (its trace entry, views, masks) and almost none become
+# cyclic garbage (a GEMM at its published shape leaves under a thousand cyclic objects
+# behind), but at Python's default of 700 the collector ran over a heap the growing trace
+# keeps large more than a thousand times a run: about 2 of 15 CPU seconds. It still runs,
+# every this many container allocations; the thresholds are restored after the run.
+GC_THRESHOLDS = (100_000, 50, 100)
+
+
+@contextlib.contextmanager
+def relaxed_gc() -> Any:
+    """Collect cyclic garbage rarely while a kernel runs (see GC_THRESHOLDS); a collector
+    that is off stays off."""
+    before = gc.get_threshold()
+    if before[0] > 0:
+        gc.set_threshold(*(max(a, b) for a, b in zip(GC_THRESHOLDS, before)))
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+
+
 def execute(fn: Callable[..., Any], arrays: Sequence[np.ndarray], *, kernel_file: str = "", reverse_affine: bool = False,
             grid: tuple[int, ...] = (), names: Sequence[str] = (), kwargs: dict[str, Any] | None = None,
             traced: bool = True) -> RunResult:
@@ -100,6 +124,12 @@ def execute(fn: Callable[..., Any], arrays: Sequence[np.ndarray], *, kernel_file
     the trace's regions and liveness: the result's trace is then empty, and the capacity
     check over live ranges is left to the traced run of the same kernel."""
     fn = getattr(fn, "func", fn)
+    with relaxed_gc():
+        return _execute(fn, arrays, kernel_file, reverse_affine, grid, names, kwargs, traced)
+
+
+def _execute(fn: Callable[..., Any], arrays: Sequence[np.ndarray], kernel_file: str, reverse_affine: bool,
+             grid: tuple[int, ...], names: Sequence[str], kwargs: dict[str, Any] | None, traced: bool) -> RunResult:
     core.begin_run(kernel_file, reverse_affine, traced)
     try:
         # 0-d inputs are compile-time scalars (a float scale, an int size), not HBM tensors.
