@@ -592,6 +592,14 @@ def run(request: dict[str, Any], channel: Channel | None = None, inputs_raw: byt
 
 
 def main() -> int:
+    import gc
+
+    from autocomp.backends.nki.interp.install import GC_THRESHOLDS
+
+    # The collector's thresholds for a kernel run (install.relaxed_gc) for this whole short
+    # process and the kernel processes it forks: restoring Python's defaults after the run
+    # would start a full collection over the trace just before the process exits anyway.
+    gc.set_threshold(*GC_THRESHOLDS)
     head = _read_line(0)
     request = json.loads(head)
     try:

@@ -202,6 +202,21 @@ def _abs(fname: str) -> str:
 _CODE_INFO: dict[Any, tuple[str, bool]] = {}
 
 
+_ALL_TRUE: dict[tuple[int, ...], np.ndarray] = {}
+
+
+def all_true(shape: tuple[int, ...]) -> np.ndarray:
+    """A read-only mask of ``shape`` that is True everywhere: the written mask of a tensor
+    written whole. One shared view per shape (it allocates nothing and cannot be written),
+    made once instead of once per instruction result (tens of thousands at published shapes)."""
+    mask = _ALL_TRUE.get(shape)
+    if mask is None:
+        mask = np.broadcast_to(np.True_, shape)
+        if len(_ALL_TRUE) < 4096:
+            _ALL_TRUE[shape] = mask
+    return mask
+
+
 def call_site() -> tuple[str, int]:
     """File and line of the kernel source that made the current NKI call."""
     if STATE.remote_line is not None and STATE.kernel_file:
@@ -413,7 +428,7 @@ class Allocation:
             # Written whole from the start (and stores into a full allocation leave the mask
             # alone): one read-only True seen in every position, not a mask to allocate and
             # fill (an instruction's result at published shapes, tens of thousands of times).
-            self._written = np.broadcast_to(np.True_, shape)
+            self._written = all_true(shape)
             self._phys = data
         else:
             # Stored partition-major (the partition axis first in memory), viewed in the
@@ -590,7 +605,7 @@ class Tensor:
 
     def _written_mask(self) -> np.ndarray:
         if self._alloc.full:
-            return np.broadcast_to(np.True_, self.shape)  # read-only, allocates nothing
+            return all_true(self.shape)
         return self._select(self._written)
 
     def _all_written(self) -> bool:
