@@ -599,7 +599,8 @@ def main() -> int:
     # The collector's thresholds for a kernel run (install.relaxed_gc) for this whole short
     # process and the kernel processes it forks: restoring Python's defaults after the run
     # would start a full collection over the trace just before the process exits anyway.
-    gc.set_threshold(*GC_THRESHOLDS)
+    if gc.get_threshold()[0] > 0:
+        gc.set_threshold(*GC_THRESHOLDS)
     head = _read_line(0)
     request = json.loads(head)
     try:

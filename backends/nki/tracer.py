@@ -37,6 +37,7 @@ import numpy as np
 
 from autocomp.backends.nki.interp import compiler, core, isa
 from autocomp.backends.nki.interp.errors import NkiError
+from autocomp.backends.nki.interp.install import GC_THRESHOLDS
 
 # Language helpers that are pure index arithmetic run here; everything else is a request.
 LOCAL_LANGUAGE = {"arange", "ds", "par_dim", "mgrid", "tile_size", "spmd_dim", "nc", "finfo", "iinfo"}
@@ -694,11 +695,10 @@ def serve(req_fd: int, rep_fd: int) -> int:
     """Install the stand-in modules and answer the interpreter's commands until ``exit``."""
     global CONN
     CONN = conn = Conn(req_fd, rep_fd)
-    # Every request makes a few dicts and lists: the cyclic collector at Python's 700 ran
-    # hundreds of times a run; it still runs, every this many container allocations.
-    threshold = gc.get_threshold()
-    if 0 < threshold[0] < 10_000:
-        gc.set_threshold(10_000, *threshold[1:])
+    # Every request makes a few dicts and lists: the collector runs as rarely here as in the
+    # interpreter while a kernel runs (install.GC_THRESHOLDS; a collector turned off stays off).
+    if gc.get_threshold()[0] > 0:
+        gc.set_threshold(*GC_THRESHOLDS)
     for name in [m for m in sys.modules if m in ("nki", "neuronxcc", "torch_neuronx")
                  or m.startswith(("nki.", "neuronxcc.", "torch_neuronx."))]:
         del sys.modules[name]
