@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from autocomp.backends.nki.interp import compiler, core, isa, language
+from autocomp.backends.nki.interp import compiler, core, isa, language, torch_bridge
 from autocomp.backends.nki.interp.core import STATE, Tensor, fail
 from autocomp.backends.nki.interp.errors import NkiError
 from autocomp.backends.nki.trace import Instr
@@ -134,9 +134,7 @@ def _execute(fn: Callable[..., Any], arrays: Sequence[np.ndarray], kernel_file: 
     try:
         # 0-d inputs are compile-time scalars (a float scale, an int size), not HBM tensors.
         # 0-d values and tuples (a shape, a pool size) are compile-time constants, not HBM tensors.
-        args = [a if isinstance(a, tuple) else np.asarray(a).item() if np.ndim(a) == 0
-                else core.input_tensor(a, names[i] if i < len(names) else f"arg{i}")
-                for i, a in enumerate(arrays)]
+        args = [_argument(a, names[i] if i < len(names) else f"arg{i}") for i, a in enumerate(arrays)]
         # Array keyword arguments are HBM inputs too (numbers and tuples stay constants).
         kwargs = {k: core.input_tensor(v, k) if isinstance(v, np.ndarray) and v.ndim > 0 else v
                   for k, v in (kwargs or {}).items()}
@@ -155,11 +153,35 @@ def _execute(fn: Callable[..., Any], arrays: Sequence[np.ndarray], kernel_file: 
         # The arguments' own arrays (input_tensor's copies, which nothing touches once the run
         # is over): no second copy of inputs that may be hundreds of MB.
         after = [a._data if isinstance(a, Tensor) else
-                 (arrays[i] if isinstance(arrays[i], tuple) else np.asarray(arrays[i]).copy())
+                 tuple(e._data if isinstance(e, Tensor) else e for e in a) if isinstance(a, tuple) else
+                 np.asarray(arrays[i]).copy()
                  for i, a in enumerate(args)]
         return RunResult(outputs, after, list(STATE.trace) if STATE.traced else [])
     finally:
         core.end_run()
+
+
+def _is_array(x: Any) -> bool:
+    return isinstance(x, np.ndarray) and x.ndim > 0
+
+
+def _argument(a: Any, name: str) -> Any:
+    """One host argument as the kernel sees it: an array is an HBM tensor; a tuple holding
+    arrays (``past_key_value = (k_cache, v_cache)``) a tuple of HBM tensors; other tuples (a
+    shape, a pool size) and 0-d values compile-time constants."""
+    if isinstance(a, tuple):
+        return tuple(core.input_tensor(e, f"{name}[{j}]") if _is_array(e) else e for j, e in enumerate(a))
+    if np.ndim(a) == 0:
+        return np.asarray(a).item()
+    return core.input_tensor(a, name)
+
+
+def _host_argument(a: Any) -> Any:
+    """A host-code argument as :func:`execute` takes it: torch tensors as NumPy arrays, a
+    tuple or list of tensors as a tuple of arrays."""
+    if isinstance(a, (tuple, list)) and any(torch_bridge.is_torch(e) or _is_array(e) for e in a):
+        return tuple(np.asarray(torch_bridge.to_host(e)) if torch_bridge.is_torch(e) or _is_array(e) else e for e in a)
+    return a if isinstance(a, tuple) else np.asarray(torch_bridge.to_host(a))
 
 
 class Kernel:
@@ -173,17 +195,27 @@ class Kernel:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if STATE.active or any(isinstance(a, Tensor) for a in args):
             return self.func(*args, **kwargs)
-        res = execute(self.func, [a if isinstance(a, tuple) else np.asarray(a) for a in args], kwargs=kwargs)
-        return res.outputs[0] if len(res.outputs) == 1 else tuple(res.outputs)
+        return _host_call(self.func, args, kwargs, ())
 
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
         grid = grid if isinstance(grid, tuple) else (grid,)
 
         def launch(*args: Any, **kwargs: Any) -> Any:
-            res = execute(self.func, [a if isinstance(a, tuple) else np.asarray(a) for a in args], grid=grid, kwargs=kwargs)
-            return res.outputs[0] if len(res.outputs) == 1 else tuple(res.outputs)
+            return _host_call(self.func, args, kwargs, grid)
 
         return launch
+
+
+def _host_call(func: Callable[..., Any], args: Sequence[Any], kwargs: dict[str, Any], grid: tuple) -> Any:
+    """One run of a kernel called from host code, on NumPy arrays or torch tensors (which
+    get torch tensors back, as under torch_xla)."""
+    from_torch = any(torch_bridge.is_torch(a) or isinstance(a, (tuple, list)) and any(map(torch_bridge.is_torch, a))
+                     for a in list(args) + list(kwargs.values()))
+    arrays = [_host_argument(a) for a in args]
+    kwargs = {k: torch_bridge.to_host(v) for k, v in kwargs.items()}
+    res = execute(func, arrays, grid=grid, kwargs=kwargs)
+    out = res.outputs[0] if len(res.outputs) == 1 else tuple(res.outputs)
+    return torch_bridge.to_torch(out) if from_torch else out
 
 
 def jit(func: Callable[..., Any] | None = None, **options: Any) -> Any:
@@ -230,7 +262,8 @@ def _isa_attrs(style: str) -> dict[str, Any]:
     table = isa.FUNCTIONS if style == "new" else isa.OLD_FUNCTIONS
     attrs: dict[str, Any] = {name: _styled(style, f"isa.{name}", fn) for name, fn in table.items()}
     attrs.update(
-        engine=isa.engine, reduce_cmd=isa.reduce_cmd, oob_mode=isa.oob_mode, matmul_perf_mode=isa.matmul_perf_mode,
+        engine=isa.engine, reduce_cmd=isa.reduce_cmd, oob_mode=isa.oob_mode, dge_mode=isa.dge_mode,
+        matmul_perf_mode=isa.matmul_perf_mode,
         tensor_engine="tensor", vector_engine="vector", scalar_engine="scalar", gpsimd_engine="gpsimd", unknown_engine=None,
         nc_version=types.SimpleNamespace(gen2="gen2", gen3="gen3"),
         get_nc_version=lambda: "gen2",

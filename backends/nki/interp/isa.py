@@ -369,14 +369,20 @@ import types as _types
 
 # ``nisa.oob_mode``: what a DMA does with elements whose index falls outside the tensor.
 oob_mode = _types.SimpleNamespace(error="error", skip="skip")
+dge_mode = _types.SimpleNamespace(none="none", swdge="swdge", hwdge="hwdge", unknown="unknown")
 matmul_perf_mode = _types.SimpleNamespace(none=None, double_row="double_row")
 
 
 def dma_copy(dst: Any = None, src: Any = None, *, mask: Any = None, dge_mode: Any = None, name: str = "",
-             call: str = "nisa.dma_copy", transpose: bool = False, oob_mode: Any = None) -> None:
+             call: str = "nisa.dma_copy", transpose: bool = False, oob_mode: Any = None, dst_rmw_op: Any = None,
+             unique_indices: bool = True, dtype: Any = None) -> None:
     """Copy between HBM and SBUF (or SBUF to SBUF). DMA engines cannot reach PSUM.
     ``oob_mode=nisa.oob_mode.skip`` leaves elements indexed out of bounds (on either side)
-    untouched instead of failing."""
+    untouched instead of failing. ``dst_rmw_op=nl.add`` (the only one NKI 2.x supports)
+    accumulates: ``dst = dst + src`` in fp32, rounded to dst's dtype. ``dge_mode`` (which
+    engine generates the descriptors) changes neither the result nor this model's cost."""
+    if dst_rmw_op is not None and binop(dst_rmw_op, call).name != "add":
+        raise fail("bad-op", f"dst_rmw_op={dst_rmw_op!r}: DMA read-modify-write supports only nl.add", call)
     dst = core.require_tensor(dst, "dst", call)
     src = core.require_tensor(src, "src", call)
     if oob_mode == "skip" and (src._valid is not None or dst._valid is not None):
@@ -389,7 +395,7 @@ def dma_copy(dst: Any = None, src: Any = None, *, mask: Any = None, dge_mode: An
         if STATE.style == "new":  # the skip mask is internal, not the older API's mask=
             saved, STATE.style = STATE.style, "old"
             try:
-                return dma_copy(dst, src, mask=mask, call=call, transpose=transpose)
+                return dma_copy(dst, src, mask=mask, call=call, transpose=transpose, dst_rmw_op=dst_rmw_op)
             finally:
                 STATE.style = saved
     for t, what in ((dst, "dst"), (src, "src")):
@@ -428,10 +434,16 @@ def dma_copy(dst: Any = None, src: Any = None, *, mask: Any = None, dge_mode: An
     if defined is not None and not defined.all():
         defined = defined.reshape(dst.shape)
         mask = defined if mask is None else np.broadcast_to(np.asarray(mask, dtype=bool), dst.shape) & defined
+    reads = [src]
+    if dst_rmw_op is not None:
+        if not dst._all_written():
+            raise fail("uninitialized-read", "dst_rmw_op adds into dst, which holds elements no instruction wrote", call)
+        values = _f32(read(dst, "dst", call)) + _f32(np.asarray(values)).reshape(dst.shape)
+        reads.append(dst)
     dst._store(values, None if mask is None else np.asarray(mask, dtype=bool))
     _consume(src)
     record("dma_copy" if not transpose else "dma_transpose", "dma", chip_side.shape[0] if chip_side.shape else 1,
-           free_size(chip_side.shape), max(src.dtype.itemsize, dst.dtype.itemsize), [src], [dst],
+           free_size(chip_side.shape), max(src.dtype.itemsize, dst.dtype.itemsize), reads, [dst],
            bytes=nbytes, chunk_bytes=int(min(chunk, nbytes)))
 
 
@@ -757,9 +769,56 @@ def memset(dst: Any = None, value: Any = 0.0, dtype: Any = None, *, shape: Any =
     return out if out._fresh else None
 
 
-def iota(dst: Any = None, expr: Any = None, dtype: Any = None, *, mask: Any = None, name: str = "",
-         call: str = "nisa.iota") -> Tensor | None:
-    """Fill a tile with an integer index expression built from nl.arange / nl.mgrid (GpSimdE)."""
+def _is_pattern(x: Any) -> bool:
+    """An access pattern ``[[step, num], ...]`` (NKI 2.x iota), not an index expression."""
+    return (isinstance(x, (list, tuple)) and 0 < len(x) <= 4
+            and all(isinstance(e, (list, tuple)) and len(e) == 2 and all(_is_int(v) for v in e) for e in x))
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _iota_pattern(dst: Any, pattern: Any, offset: Any, channel_multiplier: Any, call: str) -> tuple[tuple[int, ...], np.ndarray]:
+    """NKI 2.x iota: ``offset + partition * channel_multiplier + sum(step_k * i_k)`` over the
+    pattern's ``[[step, num], ...]`` (outermost first), in 32-bit integers, laid out in
+    ``dst``'s free elements."""
+    if not isinstance(dst, Tensor):
+        raise fail("bad-operand", "iota with a pattern= writes into a dst tile (nisa.iota(dst=..., pattern=..., "
+                   "offset=...))", call)
+    if not _is_pattern(pattern):
+        raise fail("bad-operand", f"pattern must be up to four [step, num] pairs, got {pattern!r}", call)
+    if not _is_int(offset) or not _is_int(channel_multiplier):
+        raise fail("bad-operand", "iota's offset and channel_multiplier are integers", call)
+    counts = [int(n) for _, n in pattern]
+    if math.prod(counts) != free_size(dst.shape):
+        raise fail("shape-mismatch", f"pattern {pattern} makes {math.prod(counts)} elements per partition; dst "
+                   f"{dst.shape} holds {free_size(dst.shape)}", call, "pattern size == dst elements per partition")
+    values = np.full(counts, int(offset), dtype=np.int64)
+    for axis, (step, n) in enumerate(pattern):
+        shape = [1] * len(counts)
+        shape[axis] = int(n)
+        values = values + int(step) * np.arange(int(n), dtype=np.int64).reshape(shape)
+    rows = np.arange(dst.shape[0], dtype=np.int64).reshape(-1, 1) * int(channel_multiplier)
+    values = rows + values.reshape(1, -1)
+    return dst.shape, values.astype(np.int32).reshape(dst.shape)  # (32-bit integer arithmetic wraps)
+
+
+def iota(dst: Any = None, expr: Any = None, dtype: Any = None, *, pattern: Any = None, offset: Any = None,
+         channel_multiplier: Any = 0, mask: Any = None, name: str = "", call: str = "nisa.iota") -> Tensor | None:
+    """Fill a tile with integer indices (GpSimdE): from an index expression built from
+    nl.arange / nl.mgrid, or (NKI 2.x) from an access ``pattern`` with an ``offset`` and a
+    per-partition ``channel_multiplier``."""
+    if pattern is None and _is_pattern(expr):  # nisa.iota(dst, [[1, n]], offset)
+        pattern, expr = expr, None
+        if offset is None and _is_int(dtype):
+            offset, dtype = dtype, None
+    if pattern is not None:
+        shape, values = _iota_pattern(dst, pattern, 0 if offset is None else offset, channel_multiplier, call)
+        out = _output(dst, shape, dtype or np.int32, call)
+        _write(out, values.astype(np.float64), mask)
+        record("iota", "gpsimd", shape[0], free_size(shape), out.dtype.itemsize, [], [out])
+        return out if out._fresh else None
     values = np.asarray(expr)
     if values.dtype.kind not in "iu":
         raise fail("bad-operand", "iota needs an integer index expression (nl.arange / nl.mgrid arithmetic)", call)
@@ -1034,7 +1093,8 @@ def affine_select(dst: Any = None, pred: Any = None, on_true_tile: Any = None, o
 
 
 def dma_transpose(dst: Any = None, src: Any = None, *, axes: Any = None, dtype: Any = None, mask: Any = None,
-                  name: str = "", call: str = "nisa.dma_transpose") -> Tensor | None:
+                  dge_mode: Any = None, oob_mode: Any = None, name: str = "",
+                  call: str = "nisa.dma_transpose") -> Tensor | None:
     """Transpose a 2-D tile while moving it with a DMA (element-granular)."""
     s = core.require_tensor(src, "src", call)
     if s.ndim != 2:
@@ -1421,6 +1481,37 @@ def _old_select_reduce(*, dst, predicate, on_true, on_false, reduce_res=None, re
 # ``nisa.reduce_cmd``: how an instruction's accumulator registers start.
 reduce_cmd = _types.SimpleNamespace(idle="idle", reset="reset", reset_reduce="reset_reduce", reduce="reduce")
 
+def nc_n_gather(dst: Any = None, data: Any = None, indices: Any = None, *, mask: Any = None, dtype: Any = None,
+                name: str = "", call: str = "nisa.nc_n_gather") -> Tensor | None:
+    """Per partition, ``data``'s free elements (flattened) picked by ``indices`` (GpSimdE):
+    ``out[p, j] = data[p].ravel()[indices[p].ravel()[j]]``, shaped like ``indices``. An index
+    past the end reads garbage on hardware; here it is an error, so no result depends on it."""
+    d = _on_chip(data, "data", call, allow_psum=False)
+    ix = _on_chip(indices, "indices", call, allow_psum=False)
+    if ix.dtype.kind not in "iu":
+        raise fail("bad-operand", f"indices must be integers (uint32), got {core.dtype_name(ix.dtype)}", call)
+    if d.shape[0] != ix.shape[0]:
+        raise fail("shape-mismatch", f"data has {d.shape[0]} partitions and indices {ix.shape[0]}", call,
+                   "same partition count")
+    values = read(d, "data", call).reshape(d.shape[0], -1)
+    where = np.asarray(read(ix, "indices", call)).astype(np.int64).reshape(ix.shape[0], -1)
+    if where.size and (where.min() < 0 or where.max() >= values.shape[1]):
+        bad = int(where.max() if where.max() >= values.shape[1] else where.min())
+        raise fail("index-out-of-bounds", f"index {bad} outside data's {values.shape[1]} elements per partition "
+                   "(hardware returns garbage there)", call)
+    out = _output(dst, ix.shape, dtype or d.dtype, call)
+    _write(out, np.take_along_axis(values, where, axis=1).reshape(ix.shape), mask)
+    _consume(d, ix)
+    record("nc_n_gather", "gpsimd", ix.shape[0], free_size(ix.shape), _dtype_bytes(d, out), [d, ix], [out])
+    return out if out._fresh else None
+
+
+def _old_nc_n_gather(data, indices, *, mask=None, dtype=None, **kw):
+    return nc_n_gather(None, data, indices, mask=mask, dtype=dtype)
+
+
+FUNCTIONS.update(nc_n_gather=nc_n_gather)
+OLD_FUNCTIONS.update(nc_n_gather=_old_nc_n_gather)
 FUNCTIONS.update(tensor_tensor_scan=tensor_tensor_scan, tensor_scalar_reduce=tensor_scalar_reduce,
                  affine_select=affine_select, dma_transpose=dma_transpose, tensor_copy_predicated=tensor_copy_predicated,
                  max8=max8, nc_find_index8=nc_find_index8, nc_match_replace8=nc_match_replace8,

@@ -338,12 +338,16 @@ def _reduce(name: str, x: Any, axis: Any = None, dtype: Any = None, keepdims: bo
     elif name == "var":  # population variance (NumPy's default)
         values = np.var(v, axis=axes, keepdims=True, dtype=np.float32)
         op = "add"
+    elif name == "all":  # whether every element is non-zero: 1 or 0
+        values = np.all(v != 0, axis=axes, keepdims=True).astype(np.float32)
+        op = "logical_and"
     else:
         op = isa._REDUCE_ALIASES.get(name, name)
         values = isa.REDUCE[op](v, axis=axes, keepdims=True).astype(np.float32)
     if not keepdims:
         values = values.reshape(tuple(s for i, s in enumerate(values.shape) if i not in axes))
-    out = _fresh_result(values if values.ndim else values.reshape(1), dtype or t.dtype, call=call)
+    default = np.dtype(np.uint8) if name == "all" else t.dtype
+    out = _fresh_result(values if values.ndim else values.reshape(1), dtype or default, call=call)
     isa._consume(t)
     record("tensor_reduce", "vector", t.shape[0], free_size(t.shape), isa._dtype_bytes(t), [t], [out], op=op)
     return out
@@ -512,7 +516,7 @@ def _make_reduction(n: str) -> Any:
     return reduction
 
 
-REDUCTIONS = {name: _make_reduction(name) for name in ("sum", "max", "min", "mean", "prod", "var")}
+REDUCTIONS = {name: _make_reduction(name) for name in ("sum", "max", "min", "mean", "prod", "var", "all")}
 
 
 @_functional
@@ -657,6 +661,13 @@ def loop_reduce(x: Any, op: Any, loop_indices: Any = (), dtype: Any = None, mask
     return out
 
 
+@_functional
+def gather_flattened(data: Any, indices: Any, axis: int = 0, dtype: Any = None, mask: Any = None, **kw: Any) -> Tensor:
+    """Per partition, ``data``'s flattened free elements picked by ``indices`` (uint32), shaped
+    like ``indices``: ``nisa.nc_n_gather`` returning a new tile."""
+    return isa.nc_n_gather(None, data, indices, mask=mask, dtype=dtype, call="nl.gather_flattened")
+
+
 import types as _types
 
 FLOAT_LIMITS = {alias: _types.SimpleNamespace(min=_Limits(core.DTYPES[name]).min, max=_Limits(core.DTYPES[name]).max)
@@ -665,7 +676,7 @@ FLOAT_LIMITS = {alias: _types.SimpleNamespace(min=_Limits(core.DTYPES[name]).min
 
 # Names exported by both module styles.
 SHARED = {
-    "static_cast": static_cast, "spmd_dim": spmd_dim, "nc": nc, "shared_constant": shared_constant, "finfo": finfo,
+    "static_cast": static_cast, "gather_flattened": gather_flattened, "spmd_dim": spmd_dim, "nc": nc, "shared_constant": shared_constant, "finfo": finfo,
     "iinfo": iinfo, **FLOAT_LIMITS,
     "sbuf": sbuf, "psum": psum, "hbm": hbm, "shared_hbm": shared_hbm, "private_hbm": private_hbm,
     "tile_size": tile_size, "par_dim": par_dim, "ds": ds, "arange": arange, "mgrid": mgrid,
