@@ -11,7 +11,9 @@ this script at a checkout::
 Each benchmark runs in its own process: the solution is put in place of ``# SUBSTITUTE
 HERE`` (what Autocomp's own evaluator does), the text is imported with our interpreter as
 ``nki`` / ``neuronxcc.nki``, and the harness's ``test_nki(ref, solution)`` decides, on the
-harness's inputs and tolerances; both kernels run on the interpreter. Harnesses written
+harness's inputs and tolerances; both kernels run on the interpreter. The solution's NKI
+kernels first pass the static check every candidate passes (``backends/nki/validate.py``,
+the harness's own top-level code trusted as the user's). Harnesses written
 for a Neuron device get a CPU stand-in for ``torch_xla`` (they only ask it for a device);
 kernels called with torch tensors answer with torch tensors, as under torch_xla. PyTorch
 itself must be importable for those (``pip install torch``); without it they are reported
@@ -101,7 +103,38 @@ def _check(module, text: str) -> bool:
     raise HarnessError("its __main__ neither calls test_nki(ref, solution) nor run_compare()")
 
 
+def _validator_issues(text: str, harness_text: str, solution_text: str) -> str:
+    """What our static check (the one every candidate passes before it runs) says of the
+    solution's NKI kernels, with the harness's own top-level code trusted as the user's."""
+    import ast
+
+    from autocomp.backends.nki.validate import validate_file
+
+    try:
+        kernels = [f.name for f in ast.parse(solution_text).body if isinstance(f, ast.FunctionDef)
+                   and any("jit" in ast.unparse(d) for d in f.decorator_list)]
+    except SyntaxError as exc:
+        return f"the solution does not parse: {exc}"
+    for name in kernels:
+        issues = validate_file(text, name, original_text=harness_text)
+        if issues:
+            return f"line {issues[0].line}: {issues[0].message}"
+    return ""
+
+
 RUNS = [0]  # kernel runs started in this process (run_one)
+TRACE: list = []  # the solution's first run's instructions (run_one)
+
+
+def _print_estimate() -> None:
+    """``estimate: {...}``: the cost model's figure for the solution's first run."""
+    import json
+
+    from autocomp.backends.nki.cost import estimate
+
+    if TRACE:
+        est = estimate(TRACE)
+        print("estimate: " + json.dumps({"cycles": est.cycles, "us": est.microseconds, "instructions": len(TRACE)}))
 
 
 def run_one(harness: Path, solution: Path) -> int:
@@ -113,7 +146,11 @@ def run_one(harness: Path, solution: Path) -> int:
 
     def counted(*args, **kwargs):
         RUNS[0] += 1
-        return execute(*args, **kwargs)
+        res = execute(*args, **kwargs)
+        fn = getattr(args[0], "func", args[0])
+        if getattr(fn, "__name__", "") == "solution" and not TRACE:
+            TRACE.extend(res.trace)  # the solution's first run, on the harness's own inputs
+        return res
 
     interp.execute = counted
     text = harness.read_text().replace(MARK, solution.read_text(), 1)
@@ -127,6 +164,10 @@ def run_one(harness: Path, solution: Path) -> int:
             print("skip: needs PyTorch (pip install torch)")
             return 3
         _torch_xla_stand_in()
+    refused = _validator_issues(text, harness.read_text(), solution.read_text())
+    if refused:
+        print(f"error: refused by Autocomp's NKI validator: {refused}")
+        return 2
     work = Path(tempfile.mkdtemp(prefix="nki-suite-"))
     path = work / harness.name
     path.write_text(text)
@@ -156,10 +197,35 @@ def run_one(harness: Path, solution: Path) -> int:
     if ok is False:
         print("the harness's check failed (test_nki returned False)")
         return 1
+    _print_estimate()
     return 0
 
 
 # ---------------------------------------------------------------------------- driver
+def estimate_of(said: str) -> dict | None:
+    """The child's ``estimate:`` line, if it printed one."""
+    import json
+
+    for line in reversed(said.splitlines()):
+        if line.startswith("estimate: "):
+            return json.loads(line[len("estimate: "):])
+    return None
+
+
+def check(harness: Path, solution: Path, timeout: float) -> tuple[int, str, float]:
+    """One benchmark in a child process: (exit code as run_one's, what it printed, seconds)."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"))
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--one", str(harness), str(solution)],
+                              capture_output=True, text=True, timeout=timeout, env=env)
+        code, said = proc.returncode, (proc.stdout + proc.stderr).strip()
+    except subprocess.TimeoutExpired:
+        code, said = 2, f"error: no answer within {timeout:.0f} s (--timeout to wait longer)"
+    return code, said, time.perf_counter() - t0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--autocomp", help="a ucb-bar/autocomp checkout")
@@ -175,18 +241,9 @@ def main() -> int:
     if not found:
         print("no benchmarks found: is --autocomp a ucb-bar/autocomp checkout (harnesses/, sols/)?")
         return 2
-    env = dict(os.environ, OPENBLAS_NUM_THREADS=os.environ.get("OPENBLAS_NUM_THREADS", "1"))
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[1]), env.get("PYTHONPATH", "")])
     passed = counted = 0
     for name, harness, sol in found:
-        t0 = time.perf_counter()
-        try:
-            proc = subprocess.run([sys.executable, __file__, "--one", str(harness), str(sol)], capture_output=True,
-                                  text=True, timeout=args.timeout, env=env)
-            code, said = proc.returncode, (proc.stdout + proc.stderr).strip()
-        except subprocess.TimeoutExpired:
-            code, said = 2, f"error: no answer within {args.timeout:.0f} s (--timeout to wait longer)"
-        seconds = time.perf_counter() - t0
+        code, said, seconds = check(harness, sol, args.timeout)
         verdict = {0: "pass", 1: "FAIL", 3: "skip"}.get(code, "FAIL")
         if code != 3:
             counted += 1
@@ -194,6 +251,9 @@ def main() -> int:
         detail = "" if code == 0 else "  " + said.splitlines()[-1][:300] if said else ""
         if code not in (0, 3) and said:
             detail = "  " + " | ".join(said.splitlines()[-2:])[:400]
+        est = estimate_of(said) if code == 0 else None
+        if est:
+            detail = f"  estimate {est['us'] / 1000:.3f} ms ({est['instructions']} instructions; cycles (nki estimate))"
         print(f"{verdict:5} {name:42} {seconds:6.1f} s{detail}", flush=True)
     print(f"\n{passed} of {counted} benchmarks pass on the interpreter"
           + (f" ({len(found) - counted} skipped)" if counted < len(found) else ""))

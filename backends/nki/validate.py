@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Iterable
 
+from autocomp.backends.nki.tracer_rules import mixed_indexing, out_of_scope_uses, variable_size_slices
+
 # Builtins a kernel may call (never use as values): shape arithmetic and loop helpers.
 SAFE_BUILTINS = frozenset({
     "range", "len", "min", "max", "abs", "int", "float", "bool", "tuple", "list", "enumerate", "zip", "divmod",
@@ -479,6 +481,25 @@ class FunctionChecker:
             elif self.v.api_name(name) is not None or self.v.module_name(name) == "foreign":
                 self.issue(self.fn, f"`{name}` names a module in this file; a kernel cannot rebind it")
         self.body(self.fn.body)
+        if self.v.style == {"old"}:
+            # The older compiler's tracer rules (NKI 0.7+ unrolls Python loops and resolves
+            # branches while specializing): see tracer_rules.
+            for use, message in out_of_scope_uses(self.fn, self._nki_function):
+                self.issue(use, message)
+            for part, message in variable_size_slices(self.fn, self._nki_function):
+                self.issue(part, message)
+            for node, message in mixed_indexing(self.fn, self._nki_function):
+                self.issue(node, message)
+
+    def _scalar_cast(self, e: ast.Call) -> ast.expr | None:
+        return _scalar_cast_of(self.v, e)
+
+    def _nki_function(self, func: ast.expr) -> str | None:
+        """The nki.language / nki.isa function a callee names (``"load"``), else None."""
+        api = self.v._api_of(func)
+        if api is None or not (api.name.startswith("nl.") or api.name.startswith("nisa.")):
+            return None
+        return api.name.split(".", 1)[1]
 
     # -- statements ---------------------------------------------------------------------
     def body(self, stmts: Iterable[ast.stmt]) -> None:
@@ -747,6 +768,10 @@ class FunctionChecker:
         self.expr(e.value)
 
     def call_(self, e: ast.Call) -> None:
+        scalar = self._scalar_cast(e)
+        if scalar is not None:
+            self.expr(scalar)  # np.float32(epsilon): a typed host scalar, like a Python float
+            return
         if isinstance(e.func, (ast.Name, ast.Attribute)):
             self.expr(e.func, call=True)
         else:
@@ -772,6 +797,18 @@ class FunctionChecker:
             self.expr(k.value)
 
 
+
+
+def _scalar_cast_of(v: "Validator", e: ast.Call) -> ast.expr | None:
+    """The argument of ``np.float32(x)`` (a NumPy dtype called on one non-literal-sequence
+    value: a scalar constant, which NKI takes where it takes a Python number), else None.
+    An array made this way still cannot become tile data: the interpreter refuses host
+    arrays anywhere but in an index, a mask or an iota expression."""
+    api = v._api_of(e.func) if isinstance(e.func, ast.Attribute) else None
+    if (api is None or not api.name.startswith("np.") or api.name[3:] not in NUMPY_DTYPES or len(e.args) != 1
+            or e.keywords or isinstance(e.args[0], (ast.List, ast.Tuple, ast.Set, ast.Dict, ast.Starred))):
+        return None
+    return e.args[0]
 
 
 def _dotted(e: ast.expr) -> str:

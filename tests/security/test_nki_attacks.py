@@ -938,3 +938,20 @@ def test_nki_attack_a_local_cannot_call_what_a_direct_call_could_not(tmp_path, s
     problem = backend.make_problem(str(path), BASE)
     (ev,) = asyncio.run(backend.evaluate(problem, [kernel(before=smuggle)]))
     assert ev.verdict is Verdict.REJECTED, (smuggle, ev.verdict, ev.feedback)
+
+
+async def test_nki_attack_dtype_cast_reads_no_tile_values(hostile, target, honest):
+    """``np.float32(x)`` is allowed as a typed host scalar (``bias=np.float32(eps)`` compiles
+    on hardware). The attack casts a loaded tile instead, to get its values on the host and
+    compute the answer there. Beaten by construction: the kernel's process holds handles,
+    never values, so the cast has nothing to read and the candidate fails; a cast of a list
+    literal (a host array) is refused by the allowlist."""
+    code = kernel(before='''    first = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=first, src=a[0:128, :])
+    peek = np.float32(first)
+    raise ValueError("read %r" % (peek,))
+''')
+    ev = await attack(hostile, target, honest, code)
+    assert ev.verdict is not Verdict.CORRECT and "read " not in ev.feedback, ev.feedback
+    literal = await attack(hostile, target, honest, kernel(before="    host = np.float32([1.0, 2.0])\n"))
+    rejected(literal, "computes on the host")

@@ -691,7 +691,15 @@ def tensor_partition_reduce(dst: Any = None, op: Any = None, data: Any = None, *
 def activation(dst: Any = None, op: Any = None, data: Any = None, bias: Any = None, scale: Any = 1.0, *,
                reduce_op: Any = None, reduce_res: Any = None, reduce_cmd: Any = None, dtype: Any = None, mask: Any = None,
                name: str = "", call: str = "nisa.activation") -> Tensor | None:
-    """op(data * scale + bias) on ScalarE; optionally also reduce the result along the free axes."""
+    """op(data * scale + bias) on ScalarE; optionally also reduce the result along the free axes.
+    ``bias`` is a per-partition vector tile or None: the compiler refuses a scalar bias
+    (``err_activation_bias_invalid_type``), where ``scale`` may be either."""
+    if bias is not None and not isinstance(bias, Tensor):
+        raise fail("bad-operand", f"bias must be a vector tile (float32, float16 or bfloat16, one value per partition) or "
+                   f"None, got {type(bias).__name__}; the Neuron compiler refuses a scalar bias: pass a (P, 1) tile "
+                   "(nl.full((P, 1), value, dtype=nl.float32)) or add the constant with nl.add", call)
+    if isinstance(bias, Tensor) and core.dtype_name(bias.dtype) not in ("float32", "float16", "bfloat16"):
+        raise fail("bad-operand", f"bias must be float32, float16 or bfloat16, got {core.dtype_name(bias.dtype)}", call)
     t = _on_chip(data, "data", call)
     f = unop(op, call)
     p = t.shape[0]
@@ -847,13 +855,27 @@ def bn_stats(dst: Any = None, data: Any = None, *, dtype: Any = None, mask: Any 
     if f > BN_STATS_FMAX:
         raise fail("bn-stats-limit", f"data {t.shape} has {f} elements per partition", call,
                    f"bn_stats free size <= {BN_STATS_FMAX} (nl.tile_size.bn_stats_fmax)")
-    x = _f32(read(t, "data", call)).reshape(t.shape[0], f).astype(np.float64)
-    mean = x.mean(axis=1)
-    m2 = ((x - mean[:, None]) ** 2).sum(axis=1)
+    # A mask predicates the instruction's input (the data elements it reads), as for every
+    # instruction: the statistics cover the active elements; a partition with none active is
+    # not written.
+    active = None
+    if mask is not None:
+        try:
+            active = np.broadcast_to(np.asarray(mask, dtype=bool), t.shape).reshape(t.shape[0], f)
+        except ValueError:
+            raise fail("shape-mismatch", f"mask {np.shape(mask)} does not fit data {t.shape}", call) from None
+    x = _f32(read(t, "data", call, mask)).reshape(t.shape[0], f).astype(np.float64)
+    count = np.full(t.shape[0], float(f)) if active is None else active.sum(axis=1).astype(np.float64)
+    with np.errstate(all="ignore"):
+        xs = x if active is None else np.where(active, x, 0.0)
+        mean = xs.sum(axis=1) / np.maximum(count, 1)
+        dev = (x - mean[:, None]) ** 2
+        m2 = (dev if active is None else np.where(active, dev, 0.0)).sum(axis=1)
     stats = np.zeros((t.shape[0], 6), dtype=np.float64)
-    stats[:, 0], stats[:, 1], stats[:, 2] = f, mean, m2
+    stats[:, 0], stats[:, 1], stats[:, 2] = count, mean, m2
     out = _output(dst, (t.shape[0], 6), dtype or F32, call)
-    _write(out, stats.astype(np.float32), mask)
+    rows = None if active is None else np.broadcast_to(active.any(axis=1)[:, None], (t.shape[0], 6))
+    _write(out, stats.astype(np.float32), rows)
     _consume(t)
     record("bn_stats", "vector", t.shape[0], f, _dtype_bytes(t), [t], [out])
     return out if out._fresh else None

@@ -1,0 +1,375 @@
+"""Rules of the older Neuron compiler (``neuronxcc.nki``) that Python does not have, checked
+on the kernel's AST before it runs.
+
+That compiler parses the kernel and traces an ``affine_range`` / ``sequential_range`` /
+``range`` loop once, with a symbolic index (NKI 0.7+ instead unrolls Python loops and
+resolves branches while specializing, so these rules are the older API's). Python runs such
+kernels happily, so without these checks the interpreter would pass code that does not
+compile, and a search would keep it; Autocomp's own recorded LayerNorm search
+(ucb-bar/autocomp's visualizer sample run) has a candidate the toolchain refused for each:
+
+- **block scope** (``err_local_variable_used_out_of_scope``): a tensor made inside a traced
+  ``if``/``else`` or loop body may not be read after it; the documented fix is to allocate
+  before the block and write into it (``tmp[...] = ...``). An ``if`` on shapes or constants
+  is plain Python while tracing and opens no scope.
+- **slice size**: a slice whose size moves with a loop index (``t[:, s:min(s + 512, n)]``)
+  cannot be traced ("slice with variable size is not supported").
+- **mixed indexing** (``err_unsupported_mixing_basic_advanced_tensor_indexing``): one
+  subscript may not combine slices with ``nl.arange`` / ``nl.mgrid`` index expressions.
+
+Which names hold tensors or index expressions is decided from the code, conservatively: a
+name is reported only when the code shows what it holds.
+"""
+
+from __future__ import annotations
+
+import ast
+from typing import Callable, Iterator
+
+# NKI functions whose result is not a tile: index expressions, ranges, program ids, host
+# helpers. Any other nki.language / nki.isa call makes a tensor.
+NOT_TENSORS = frozenset({
+    "arange", "mgrid", "ds", "par_dim", "affine_range", "sequential_range", "static_range", "program_id",
+    "num_programs", "program_ndim", "spmd_dim", "nc", "device_print", "finfo", "iinfo", "static_cast", "tile_size",
+    "get_nc_version", "dtype", "bfloat16", "float32", "float16", "int32", "uint32", "int8", "uint8", "bool_",
+})
+VIEW_METHODS = frozenset({"reshape", "view", "broadcast_to", "ap", "slice", "select", "permute", "expand_dim",
+                          "squeeze_dim", "broadcast", "flatten_dims", "reshape_dim"})
+_BLOCKS = (ast.If, ast.For, ast.While)
+
+
+def out_of_scope_uses(fn: ast.FunctionDef, nki_call: Callable[[ast.expr], str | None]) -> Iterator[tuple[ast.Name, str]]:
+    """(use, message) for each read of a tensor name outside the block that bound it.
+    ``nki_call(func)`` names the NKI function a call's callee is (``"load"``), else None."""
+    symbolic = _symbolic_names(fn, nki_call)
+    bindings = list(_bindings(fn.body, (), lambda s: _scoped(s, symbolic, nki_call)))
+    tensors = _tensor_names(bindings, nki_call)
+    for use, blocks in _loads(fn.body, ()):
+        if use.id not in tensors:
+            continue
+        # The binding that reaches this read in program order: the last one before it.
+        before = [b for b in bindings if b.name == use.id and _before(b.stmt, use)]
+        if not before:
+            continue
+        last = max(before, key=lambda b: (b.stmt.lineno, b.stmt.col_offset))
+        if not last.creates_tensor(tensors, nki_call) or not last.blocks:
+            continue
+        inner = last.blocks[-1]
+        if inner in blocks:
+            continue
+        kind = {ast.If: "if/else", ast.For: "for", ast.While: "while"}[type(inner)]
+        yield use, (f"`{use.id}` is a tensor bound inside the {kind} block at line {inner.lineno} (line "
+                    f"{last.stmt.lineno}) and read here, outside that block; NKI scopes a tensor to the block that "
+                    f"binds it and the Neuron compiler refuses this (\"local variable referenced outside of its parent "
+                    f"scope\"): allocate it before the block (`{use.id} = nl.ndarray(...)`) and write into it "
+                    f"(`{use.id}[...] = ...`)")
+
+
+class _Binding:
+    def __init__(self, name: str, stmt: ast.stmt, value: ast.expr | None, blocks: tuple) -> None:
+        self.name, self.stmt, self.value, self.blocks = name, stmt, value, blocks
+
+    def makes_tensor(self, tensors: set[str], nki_call: Callable[[ast.expr], str | None]) -> bool:
+        """The name holds a tensor afterwards (a new one, an alias or a view)."""
+        return self.value is not None and _is_tensor_expr(self.value, tensors, nki_call)
+
+    def creates_tensor(self, tensors: set[str], nki_call: Callable[[ast.expr], str | None]) -> bool:
+        """The value is a tensor made here (an NKI call, arithmetic on tensors), which the
+        compiler scopes to this block; an alias or a view of a tensor made outside is not
+        (``x = x_raw`` in a branch, read after it: AWS's conv kernels do this)."""
+        v = self.value
+        return (isinstance(v, (ast.Call, ast.BinOp, ast.UnaryOp)) and self.makes_tensor(tensors, nki_call)
+                and not (isinstance(v, ast.Call) and nki_call(v.func) is None))
+
+
+# Loops the compiler traces once with a symbolic index (Python's range included; a
+# static_range is unrolled in Python, so its body is no scope).
+SYMBOLIC_LOOPS = frozenset({"affine_range", "sequential_range"})
+
+
+def _symbolic_loop(s: ast.stmt, nki_call: Callable[[ast.expr], str | None]) -> bool:
+    if not isinstance(s, ast.For) or not isinstance(s.iter, ast.Call):
+        return False
+    return (nki_call(s.iter.func) in SYMBOLIC_LOOPS
+            or isinstance(s.iter.func, ast.Name) and s.iter.func.id == "range")
+
+
+def _symbolic_names(fn: ast.FunctionDef, nki_call: Callable[[ast.expr], str | None]) -> set[str]:
+    """Loop indices of symbolic loops and every name computed from one (to a fixed point):
+    an ``if`` on such a value is a traced branch, not a Python one."""
+    names = {n for s in ast.walk(fn) if _symbolic_loop(s, nki_call) for n in _names(s.target)}
+    assigns = [(t, s.value) for s in ast.walk(fn) if isinstance(s, ast.Assign) for t in s.targets]
+    while True:
+        more = {n for t, v in assigns if any(r.id in names for r in _names_read(v)) for n in _names(t)} - names
+        if not more:
+            return names
+        names |= more
+
+
+def _scoped(s: ast.stmt, symbolic: set[str], nki_call: Callable[[ast.expr], str | None]) -> bool:
+    """Whether a control statement's bodies are tensor scopes: a symbolic loop, a ``while``,
+    or an ``if`` whose test depends on a symbolic value. An ``if`` on shapes or constants is
+    decided while tracing, as Python, and opens no scope."""
+    if isinstance(s, ast.For):
+        return _symbolic_loop(s, nki_call)
+    if isinstance(s, ast.If):
+        return any(n.id in symbolic for n in _names_read(s.test))
+    return isinstance(s, ast.While)
+
+
+def _bindings(stmts: list[ast.stmt], blocks: tuple, scoped: Callable[[ast.stmt], bool]) -> Iterator[_Binding]:
+    """Plain assignments (``x = ...``, tuple targets included) with the scoped control blocks
+    around them; other bindings (loop targets, ``+=``) are recorded without a value (they end
+    a tensor binding's reach but never start one)."""
+    for s in stmts:
+        if isinstance(s, ast.Assign):
+            for t in s.targets:
+                for name in _names(t):
+                    yield _Binding(name, s, s.value, blocks)
+        elif isinstance(s, (ast.AnnAssign, ast.AugAssign)) and isinstance(s.target, ast.Name):
+            yield _Binding(s.target.id, s, s.value if isinstance(s, ast.AnnAssign) else None, blocks)
+        if isinstance(s, _BLOCKS):
+            inner = blocks + (s,) if scoped(s) else blocks
+            if isinstance(s, ast.For):
+                for name in _names(s.target):
+                    yield _Binding(name, s, None, inner)
+            yield from _bindings(s.body, inner, scoped)
+            yield from _bindings(s.orelse, inner, scoped)
+        elif isinstance(s, ast.With):
+            yield from _bindings(s.body, blocks, scoped)
+
+
+def _names(target: ast.expr) -> list[str]:
+    if isinstance(target, ast.Name):
+        return [target.id]
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [n for e in target.elts for n in _names(e)]
+    return []
+
+
+def _tensor_names(bindings: list[_Binding], nki_call: Callable[[ast.expr], str | None]) -> set[str]:
+    """Names some assignment binds to a tensor (to a fixed point: ``y = x + 1`` after ``x``)."""
+    tensors: set[str] = set()
+    while True:
+        more = {b.name for b in bindings if b.makes_tensor(tensors, nki_call)} - tensors
+        if not more:
+            return tensors
+        tensors |= more
+
+
+def _is_tensor_expr(e: ast.expr, tensors: set[str], nki_call: Callable[[ast.expr], str | None]) -> bool:
+    if isinstance(e, ast.Call):
+        name = nki_call(e.func)
+        if name is not None:
+            return name not in NOT_TENSORS
+        if isinstance(e.func, ast.Attribute) and e.func.attr in VIEW_METHODS:
+            return _is_tensor_expr(e.func.value, tensors, nki_call)
+        return False
+    if isinstance(e, ast.Name):
+        return e.id in tensors
+    if isinstance(e, ast.BinOp):
+        return _is_tensor_expr(e.left, tensors, nki_call) or _is_tensor_expr(e.right, tensors, nki_call)
+    if isinstance(e, ast.UnaryOp):
+        return _is_tensor_expr(e.operand, tensors, nki_call)
+    if isinstance(e, ast.Subscript):
+        return _is_tensor_expr(e.value, tensors, nki_call)
+    return False
+
+
+def _loads(stmts: list[ast.stmt], blocks: tuple) -> Iterator[tuple[ast.Name, tuple]]:
+    """Every read of a name with the control blocks around it (nested functions, lambdas and
+    comprehensions are left out: their names are their own)."""
+    for s in stmts:
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            continue
+        if isinstance(s, _BLOCKS):
+            head = s.test if isinstance(s, (ast.If, ast.While)) else s.iter
+            yield from ((n, blocks) for n in _names_read(head))
+            yield from _loads(s.body, blocks + (s,))
+            yield from _loads(s.orelse, blocks + (s,))
+            continue
+        if isinstance(s, ast.With):
+            for item in s.items:
+                yield from ((n, blocks) for n in _names_read(item.context_expr))
+            yield from _loads(s.body, blocks)
+            continue
+        yield from ((n, blocks) for n in _names_read(s))
+
+
+def _names_read(node: ast.AST) -> Iterator[ast.Name]:
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            yield n
+        stack.extend(ast.iter_child_nodes(n))
+
+
+def _before(stmt: ast.stmt, use: ast.Name) -> bool:
+    """Whether ``stmt`` (a binding) comes before the read in the source: it ends before the
+    read starts (the right-hand side of ``x = x + 1`` reads the earlier ``x``)."""
+    end = (getattr(stmt, "end_lineno", stmt.lineno), getattr(stmt, "end_col_offset", 0))
+    if isinstance(stmt, _BLOCKS):  # a for target binds at the loop's head
+        end = (stmt.target.end_lineno, stmt.target.end_col_offset) if isinstance(stmt, ast.For) else end
+    return end <= (use.lineno, use.col_offset)
+
+
+# ---------------------------------------------------------------------------- slice sizes
+# A value as a polynomial over atoms: {(factor, ...): coefficient}, () the constant term. A
+# factor is a loop index, a name that is constant during the trace, or an expression the
+# analysis does not open (min/max, //, %, a call), marked symbolic when a loop index is in it.
+Poly = dict
+
+
+def variable_size_slices(fn: ast.FunctionDef, nki_call: Callable[[ast.expr], str | None]) -> Iterator[tuple[ast.Slice, str]]:
+    """(slice, message) for each ``t[lo:hi]`` whose size ``hi - lo`` depends on a symbolic
+    loop index: the compiler traces such a loop once and refuses a slice it cannot size
+    ("slice with variable size is not supported"), e.g. ``min(start + 512, n)`` for a tail."""
+    loops = {n for s in ast.walk(fn) if _symbolic_loop(s, nki_call) for n in _names(s.target)}
+    if not loops:
+        return
+    params = {a.arg for a in fn.args.posonlyargs + fn.args.args + fn.args.kwonlyargs}
+    defs: dict[str, list[ast.expr | None]] = {}
+    for s in ast.walk(fn):
+        if isinstance(s, ast.Assign):
+            for t in s.targets:
+                for n in _names(t):
+                    defs.setdefault(n, []).append(s.value if isinstance(t, ast.Name) else None)
+        elif isinstance(s, (ast.AugAssign, ast.AnnAssign)) and isinstance(s.target, ast.Name):
+            defs.setdefault(s.target.id, []).extend([None, None])
+        elif isinstance(s, ast.For) and not _symbolic_loop(s, nki_call):
+            for n in _names(s.target):
+                defs.setdefault(n, []).extend([None, None])
+    symbolic = _symbolic_names(fn, nki_call)
+    analysis = _Affine(loops, symbolic, params, defs)
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Subscript):
+            continue
+        parts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        for part in parts:
+            if not isinstance(part, ast.Slice) or part.lower is None or part.upper is None:
+                continue
+            lo, hi = analysis.poly(part.lower), analysis.poly(part.upper)
+            if lo is None or hi is None:
+                continue
+            size = _add(hi, lo, -1)
+            moving = [m for m, c in size.items() if c and any(analysis.is_symbolic(f) for f in m)]
+            if moving:
+                yield part, (f"the slice `{ast.unparse(part.lower)}:{ast.unparse(part.upper)}` changes size with the loop "
+                             f"index (it is {ast.unparse(part.upper)} - ({ast.unparse(part.lower)})): the Neuron compiler "
+                             "traces an affine_range/sequential_range/range loop once, with a symbolic index, and refuses a "
+                             "slice whose size it cannot fix (\"slice with variable size is not supported\"); slice a fixed "
+                             "size and mask the tail instead (mask=index < n)")
+
+
+def _add(a: Poly, b: Poly, sign: int = 1) -> Poly:
+    out = dict(a)
+    for m, c in b.items():
+        out[m] = out.get(m, 0) + sign * c
+    return {m: c for m, c in out.items() if c}
+
+
+def _mul(a: Poly, b: Poly) -> Poly:
+    out: Poly = {}
+    for ma, ca in a.items():
+        for mb, cb in b.items():
+            m = tuple(sorted(ma + mb))
+            out[m] = out.get(m, 0) + ca * cb
+    return {m: c for m, c in out.items() if c}
+
+
+class _Affine:
+    """Polynomials of index expressions, names opened through their single assignment."""
+
+    def __init__(self, loops: set[str], symbolic: set[str], params: set[str], defs: dict) -> None:
+        self.loops, self.symbolic, self.params, self.defs = loops, symbolic, params, defs
+        self.opaque: dict[str, bool] = {}  # factor -> whether a loop index is in it
+        self.depth = 0
+
+    def is_symbolic(self, factor: str) -> bool:
+        return factor in self.loops or self.opaque.get(factor, False)
+
+    def _atom(self, e: ast.expr) -> Poly:
+        key = ast.dump(e)
+        if key not in self.opaque:
+            self.opaque[key] = any(n.id in self.symbolic for n in _names_read(e))
+        return {(key,): 1}
+
+    def poly(self, e: ast.expr) -> Poly | None:
+        """``e`` as a polynomial; None when it depends on a loop index in a way not followed
+        (a name assigned more than once from loop values): nothing is claimed then."""
+        if self.depth > 40:
+            return None
+        self.depth += 1
+        try:
+            return self._poly(e)
+        finally:
+            self.depth -= 1
+
+    def _poly(self, e: ast.expr) -> Poly | None:
+        if isinstance(e, ast.Constant) and isinstance(e.value, int) and not isinstance(e.value, bool):
+            return {(): e.value} if e.value else {}
+        if isinstance(e, ast.Name):
+            if e.id in self.loops:
+                return {(e.id,): 1}
+            values = self.defs.get(e.id, [])
+            if len(values) == 1 and values[0] is not None and e.id not in self.params:
+                return self.poly(values[0])
+            if e.id in self.symbolic:
+                return None
+            return {(f"name:{e.id}",): 1}  # constant while tracing
+        if isinstance(e, ast.UnaryOp) and isinstance(e.op, ast.USub):
+            p = self.poly(e.operand)
+            return None if p is None else {m: -c for m, c in p.items()}
+        if isinstance(e, ast.BinOp) and isinstance(e.op, (ast.Add, ast.Sub, ast.Mult)):
+            a, b = self.poly(e.left), self.poly(e.right)
+            if a is None or b is None:
+                return None
+            if isinstance(e.op, ast.Mult):
+                return _mul(a, b)
+            return _add(a, b, 1 if isinstance(e.op, ast.Add) else -1)
+        if any(isinstance(n, ast.Name) and n.id in self.symbolic and len(self.defs.get(n.id, [])) > 1
+               and n.id not in self.loops for n in _names_read(e)):
+            return None
+        return self._atom(e)
+
+
+# ---------------------------------------------------------------------------- mixed indexing
+INDEX_MAKERS = frozenset({"arange", "mgrid"})
+
+
+def mixed_indexing(fn: ast.FunctionDef, nki_call: Callable[[ast.expr], str | None]) -> Iterator[tuple[ast.Subscript, str]]:
+    """(subscript, message) for ``t[i_p, a:b]``: a slice beside an ``nl.arange`` / ``nl.mgrid``
+    index expression in one subscript."""
+    assigns = [(t, s.value) for s in ast.walk(fn) if isinstance(s, ast.Assign) for t in s.targets]
+    index: set[str] = set()
+    while True:
+        more = {t.id for t, v in assigns if isinstance(t, ast.Name) and _is_index_expr(v, index, nki_call)} - index
+        if not more:
+            break
+        index |= more
+    for node in ast.walk(fn):
+        if not isinstance(node, ast.Subscript) or not isinstance(node.slice, ast.Tuple):
+            continue
+        parts = node.slice.elts
+        if any(isinstance(p, ast.Slice) for p in parts) and any(_is_index_expr(p, index, nki_call) for p in parts):
+            yield node, (f"`{ast.unparse(node)}` mixes slices with nl.arange/nl.mgrid index expressions; the Neuron "
+                         "compiler refuses this (\"Mixing basic tensor indexing and advanced tensor indexing is not "
+                         "supported\"): index every axis with index expressions (nl.arange(n)[None, :] for a range) "
+                         "or every axis with slices")
+
+
+def _is_index_expr(e: ast.expr, index: set[str], nki_call: Callable[[ast.expr], str | None]) -> bool:
+    if isinstance(e, ast.Call):
+        return nki_call(e.func) in INDEX_MAKERS
+    if isinstance(e, ast.Name):
+        return e.id in index
+    if isinstance(e, ast.Subscript):  # nl.arange(n)[:, None], nl.mgrid[0:4, 0:8]
+        return _is_index_expr(e.value, index, nki_call) or nki_call(e.value) in INDEX_MAKERS
+    if isinstance(e, ast.Attribute) and e.attr in ("p", "x", "y", "z"):  # an mgrid's axes
+        return _is_index_expr(e.value, index, nki_call)
+    if isinstance(e, ast.BinOp):
+        return _is_index_expr(e.left, index, nki_call) or _is_index_expr(e.right, index, nki_call)
+    return False
