@@ -7,7 +7,7 @@ the line: imports other than the NKI modules, NumPy dtypes/ops, ``ml_dtypes`` an
 modules used as values; dunder and private names and attributes; attribute access on
 anything but an NKI module, a tile or one of a few known attributes; ``getattr``/``eval``/
 ``open``/… (any builtin outside a small set); default arguments that are not constants;
-``global``/``nonlocal``; writes to module-level objects; lambdas, classes,
+``global``/``nonlocal``; writes to module-level objects; classes,
 ``try``/``with``/``while``; decorators other than ``@nki.jit``. A plain ``def`` inside a
 kernel (a helper such as an index builder: the Neuron compiler traces it like any Python) is
 checked with the same rules, sees the enclosing function's names, and can only be called;
@@ -40,8 +40,14 @@ from autocomp.backends.nki.tracer_rules import mixed_indexing, out_of_scope_uses
 # Builtins a kernel may call (never use as values): shape arithmetic and loop helpers.
 SAFE_BUILTINS = frozenset({
     "range", "len", "min", "max", "abs", "int", "float", "bool", "tuple", "list", "enumerate", "zip", "divmod",
-    "round", "print", "slice",
+    "round", "print", "slice", "map", "filter", "sorted", "reversed", "sum", "any", "all",
 })
+# Types ``isinstance(x, T)`` may test (shape and argument checks: ``isinstance(axis, int)``).
+ISINSTANCE_TYPES = frozenset({"int", "float", "bool", "tuple", "list", "slice"})
+# NumPy functions a kernel may call on host numbers (shape arithmetic, as math.prod): on a
+# tile they have no values to read (the kernel's process holds handles), and a host array
+# they make cannot become tile data.
+NUMPY_HOST_CALLS = frozenset({"prod"})
 # Exception classes a kernel may raise (``raise ValueError("shape")``), only in ``raise``.
 RAISABLE = frozenset({"ValueError", "AssertionError", "NotImplementedError", "TypeError", "RuntimeError"})
 # Attributes of values (tiles, tensors, dtypes, index grids) a kernel may read.
@@ -63,8 +69,8 @@ MATH_NAMES = frozenset({"ceil", "floor", "prod", "gcd", "isqrt", "sqrt", "log2",
 _DANGEROUS = frozenset({
     "getattr", "setattr", "delattr", "hasattr", "eval", "exec", "compile", "open", "globals", "locals", "vars", "dir",
     "__import__", "type", "object", "super", "id", "input", "breakpoint", "memoryview", "classmethod", "staticmethod",
-    "property", "exit", "quit", "help", "callable", "iter", "next", "map", "filter", "sorted", "reversed", "format",
-    "repr", "str", "bytes", "bytearray", "dict", "set", "frozenset", "isinstance", "issubclass", "hash",
+    "property", "exit", "quit", "help", "callable", "iter", "next", "format",
+    "repr", "str", "bytes", "bytearray", "dict", "set", "frozenset", "issubclass", "hash",
 })
 ALLOWED_MODULES = ("nki", "neuronxcc", "numpy", "ml_dtypes", "math", "torch_neuronx", "__future__")
 
@@ -132,7 +138,7 @@ def _numpy_tree() -> Api:
 
     ops = set(isa.BINARY) | set(isa.UNARY) | {"sum", "max", "min", "prod", "amax", "amin", "mean", "true_divide",
                                               "power", "maximum", "minimum", "exp", "tanh", "sqrt", "log", "newaxis"}
-    kids = {n: Api(f"np.{n}", value=True) for n in NUMPY_DTYPES | ops}
+    kids = {n: Api(f"np.{n}", value=True, call=n in NUMPY_HOST_CALLS) for n in NUMPY_DTYPES | ops | NUMPY_HOST_CALLS}
     return Api("numpy", kids, module=True)
 
 
@@ -461,6 +467,10 @@ class FunctionChecker:
                 continue
             if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
                 self.locals.add(node.id)
+        for node in ast.walk(fn):  # a lambda's parameters are its own locals
+            if isinstance(node, ast.Lambda):
+                a = node.args
+                self.locals.update(x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [y for y in (a.vararg, a.kwarg) if y])
         # Helpers defined inside this function (callable only; their bodies are checked when
         # their `def` is reached, with this function's names visible).
         self.nested: set[str] = {n.name for n in ast.walk(fn) if isinstance(n, ast.FunctionDef) and n is not fn}
@@ -663,8 +673,10 @@ class FunctionChecker:
         elif isinstance(e, ast.NamedExpr):  # `(n := H * W)`: a local assignment
             self.target(e.target)
             self.expr(e.value)
-        elif isinstance(e, ast.Lambda):
-            self.issue(e, "`lambda` is not allowed in a kernel; define a helper function at module level")
+        elif isinstance(e, ast.Lambda):  # checked like a nested helper: its body by the same rules
+            for d in e.args.defaults + [k for k in e.args.kw_defaults if k is not None]:
+                self.expr(d)
+            self.expr(e.body)
         else:
             self.issue(e, f"`{type(e).__name__}` expressions are not part of the NKI subset a kernel may use")
 
@@ -771,6 +783,15 @@ class FunctionChecker:
         scalar = self._scalar_cast(e)
         if scalar is not None:
             self.expr(scalar)  # np.float32(epsilon): a typed host scalar, like a Python float
+            return
+        if isinstance(e.func, ast.Name) and e.func.id == "isinstance" and "isinstance" not in self.locals:
+            types_ = e.args[1] if len(e.args) == 2 and not e.keywords else None
+            names = (types_.elts if isinstance(types_, ast.Tuple) else [types_]) if types_ is not None else []
+            if not names or not all(isinstance(t, ast.Name) and t.id in ISINSTANCE_TYPES
+                                    and t.id not in self.locals for t in names):
+                self.issue(e, f"`isinstance` may only test against {', '.join(sorted(ISINSTANCE_TYPES))}")
+            else:
+                self.expr(e.args[0])
             return
         if isinstance(e.func, (ast.Name, ast.Attribute)):
             self.expr(e.func, call=True)

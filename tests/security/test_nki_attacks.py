@@ -286,9 +286,10 @@ async def test_nki_attack_builtins_via_function_globals(hostile, target, honest)
 
 async def test_nki_attack_rewrite_trace_recorder(hostile, target, honest):
     """Replace the interpreter's instruction recorder and clear the trace so the cost drops
-    to nothing. Beaten by the allowlist (dunders, lambdas, attribute calls on non-API
-    objects); with it bypassed, the streamed trace and parent-side cost (bypass test)."""
-    rejected(await attack(hostile, target, honest, REWRITE_TRACE), "lambda")
+    to nothing. Beaten by the allowlist (dunders, attribute calls on non-API objects; a
+    lambda is checked like any kernel code, so reaching `__globals__` through one is refused
+    as anywhere); with it bypassed, the streamed trace and parent-side cost (bypass test)."""
+    rejected(await attack(hostile, target, honest, REWRITE_TRACE), "`.__globals__` is not allowed")
 
 
 async def test_nki_attack_os_system_in_kernel(hostile, target, honest):
@@ -955,3 +956,21 @@ async def test_nki_attack_dtype_cast_reads_no_tile_values(hostile, target, hones
     assert ev.verdict is not Verdict.CORRECT and "read " not in ev.feedback, ev.feedback
     literal = await attack(hostile, target, honest, kernel(before="    host = np.float32([1.0, 2.0])\n"))
     rejected(literal, "computes on the host")
+
+
+@pytest.mark.parametrize("read", ["np.prod(first)", "sum(first)", "sorted(first)", "list(map(float, first))",
+                                  "isinstance(first, float) or first"])
+async def test_nki_attack_host_builtins_read_no_tile_values(hostile, target, honest, read):
+    """The allowlist lets kernels call a few host helpers on shapes (np.prod, sum, sorted,
+    map, isinstance against builtin types), as AWS's and Autocomp's own kernels do. The
+    attack applies them to a loaded tile to pull its values into host Python. Beaten by
+    construction: the kernel's process holds a handle, iterating a tile is refused, and
+    nothing but NKI instructions moves data."""
+    code = kernel(before=f'''    first = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=first, src=a[0:128, :])
+    peek = {read}
+    raise ValueError("read %r" % (peek,))
+''')
+    ev = await attack(hostile, target, honest, code)
+    assert ev.verdict is not Verdict.CORRECT
+    assert "read " not in ev.feedback or "<nki tensor" in ev.feedback, ev.feedback
