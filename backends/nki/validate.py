@@ -30,6 +30,7 @@ the kernel and every function it calls are checked, whoever wrote them.
 from __future__ import annotations
 
 import ast
+import builtins
 import types
 from dataclasses import dataclass
 from functools import lru_cache
@@ -42,6 +43,9 @@ SAFE_BUILTINS = frozenset({
     "range", "len", "min", "max", "abs", "int", "float", "bool", "tuple", "list", "enumerate", "zip", "divmod",
     "round", "print", "slice", "map", "filter", "sorted", "reversed", "sum", "any", "all",
 })
+# Methods of strings a kernel may call (names and messages it builds); ``format`` is not one:
+# its replacement fields read attributes (``"{0.__class__}".format(x)``).
+STRING_METHODS = frozenset({"replace", "join", "split", "strip", "lower", "upper", "startswith", "endswith"})
 # Types ``isinstance(x, T)`` may test (shape and argument checks: ``isinstance(axis, int)``).
 ISINSTANCE_TYPES = frozenset({"int", "float", "bool", "tuple", "list", "slice"})
 # NumPy functions a kernel may call on host numbers (shape arithmetic, as math.prod): on a
@@ -72,7 +76,10 @@ _DANGEROUS = frozenset({
     "property", "exit", "quit", "help", "callable", "iter", "next", "format",
     "repr", "str", "bytes", "bytearray", "dict", "set", "frozenset", "issubclass", "hash",
 })
-ALLOWED_MODULES = ("nki", "neuronxcc", "numpy", "ml_dtypes", "math", "torch_neuronx", "__future__")
+_BUILTIN_NAMES = frozenset(dir(builtins))
+ALLOWED_MODULES = ("nki", "neuronxcc", "numpy", "ml_dtypes", "math", "functools", "operator", "torch_neuronx",
+                   "__future__")
+OPERATOR_NAMES = frozenset({"add", "sub", "mul", "truediv", "floordiv", "mod", "neg", "and_", "or_", "xor"})
 
 
 @dataclass
@@ -161,6 +168,11 @@ def _root_for(module: str) -> Api | None:
 
         node = Api("math", {n: Api(f"math.{n}", call=callable(getattr(math, n)), value=not callable(getattr(math, n)))
                             for n in MATH_NAMES}, module=True)
+        rest = parts[1:]
+    elif parts[0] == "functools":  # reduce(mul, shape, 1): shape arithmetic
+        node, rest = Api("functools", {"reduce": Api("functools.reduce", call=True)}, module=True), parts[1:]
+    elif parts[0] == "operator":  # the arithmetic operators, as values for reduce (never attrgetter & co)
+        node = Api("operator", {n: Api(f"operator.{n}", call=True, value=True) for n in OPERATOR_NAMES}, module=True)
         rest = parts[1:]
     elif parts[0] == "torch_neuronx":
         jit = Api("nki_jit", decorator=True)
@@ -287,7 +299,7 @@ class Validator:
             for a in stmt.names:
                 if a.name.split(".")[0] not in ALLOWED_MODULES or _root_for(a.name) is None:
                     self.issue(stmt, f"`import {a.name}` is not allowed: a candidate may import only the NKI modules, "
-                                     "numpy, ml_dtypes and math")
+                                     "numpy, ml_dtypes, math, functools (reduce) and operator (arithmetic)")
             return
         if isinstance(stmt, ast.ImportFrom):
             if stmt.module == "__future__":
@@ -295,7 +307,8 @@ class Validator:
             for a in stmt.names:
                 if stmt.level or not stmt.module or _root_for(f"{stmt.module}.{a.name}") is None:
                     self.issue(stmt, f"`from {'.' * stmt.level}{stmt.module or ''} import {a.name}` is not allowed: a "
-                                     "candidate may import only the NKI modules, numpy, ml_dtypes and math")
+                                     "candidate may import only the NKI modules, numpy, ml_dtypes, math, functools "
+                                     "(reduce) and operator (arithmetic)")
             return
         if isinstance(stmt, ast.Assign):
             for t in stmt.targets:
@@ -727,8 +740,10 @@ class FunctionChecker:
                 self.issue(e, f"the builtin `{n}` can only be called, not used as a value")
         elif n in _DANGEROUS:
             self.issue(e, f"`{n}` is not allowed in a kernel (only the NKI API and plain Python arithmetic)")
-        else:
+        elif n in _BUILTIN_NAMES or n in RAISABLE:
             self.issue(e, f"`{n}` is not defined in the kernel or is not allowed there")
+        # (any other name is defined nowhere: a NameError if that line ever runs, as in Python;
+        # kernels keep such references in branches the trace never takes)
 
     def attribute(self, e: ast.Attribute, call: bool) -> None:
         if e.attr.startswith("_"):
@@ -770,8 +785,11 @@ class FunctionChecker:
                 return
             return
         # An attribute of a value (tile, tensor, dtype, index grid).
-        if call and e.attr == "append" and isinstance(e.value, ast.Name) and e.value.id in self.locals:
-            return  # a list the kernel holds locally (index lists built by a helper)
+        if call and e.attr in ("append", "get") and isinstance(e.value, ast.Name) and e.value.id in self.locals:
+            return  # a list or dict the kernel holds locally (index lists, **kwargs options)
+        if call and e.attr in STRING_METHODS:
+            self.expr(e.value)  # text for a name or a message (never str.format: it reads attributes)
+            return
         if e.attr not in VALUE_ATTRS:
             self.issue(e, f"attribute `.{e.attr}` is not allowed in a kernel; tiles offer "
                           f"{', '.join(sorted(VALUE_ATTRS - {'p', 'x', 'y'}))} (and .p/.x/.y of nl.mgrid)")

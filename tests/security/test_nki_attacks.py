@@ -974,3 +974,16 @@ async def test_nki_attack_host_builtins_read_no_tile_values(hostile, target, hon
     ev = await attack(hostile, target, honest, code)
     assert ev.verdict is not Verdict.CORRECT
     assert "read " not in ev.feedback or "<nki tensor" in ev.feedback, ev.feedback
+
+
+async def test_nki_attack_operator_and_functools_reach_no_attributes(hostile, target, honest):
+    """functools.reduce and operator's arithmetic are allowed for shape arithmetic
+    (``reduce(mul, shape, 1)``, as Autocomp's cumsum does). The attack takes the rest of those
+    modules: ``operator.attrgetter("__globals__")`` and ``functools.partial`` to reach an
+    object's internals by string. Beaten by the allowlist: the modules are trees of the
+    allowed names only, so both are refused with their line."""
+    code = kernel(prelude="import functools\nimport operator\n", before='''    grab = operator.attrgetter("__globals__")
+    bound = functools.partial(grab, scale_add)
+''')
+    ev = await attack(hostile, target, honest, code)
+    rejected(ev, "operator.attrgetter", "functools.partial")
