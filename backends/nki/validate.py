@@ -514,9 +514,6 @@ class FunctionChecker:
             for node, message in mixed_indexing(self.fn, self._nki_function):
                 self.issue(node, message)
 
-    def _scalar_cast(self, e: ast.Call) -> ast.expr | None:
-        return _scalar_cast_of(self.v, e)
-
     def _nki_function(self, func: ast.expr) -> str | None:
         """The nki.language / nki.isa function a callee names (``"load"``), else None."""
         api = self.v._api_of(func)
@@ -798,7 +795,7 @@ class FunctionChecker:
         self.expr(e.value)
 
     def call_(self, e: ast.Call) -> None:
-        scalar = self._scalar_cast(e)
+        scalar = _scalar_cast_of(self.v, e)
         if scalar is not None:
             self.expr(scalar)  # np.float32(epsilon): a typed host scalar, like a Python float
             return

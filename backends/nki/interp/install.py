@@ -132,8 +132,7 @@ def _execute(fn: Callable[..., Any], arrays: Sequence[np.ndarray], kernel_file: 
              grid: tuple[int, ...], names: Sequence[str], kwargs: dict[str, Any] | None, traced: bool) -> RunResult:
     core.begin_run(kernel_file, reverse_affine, traced)
     try:
-        # 0-d inputs are compile-time scalars (a float scale, an int size), not HBM tensors.
-        # 0-d values and tuples (a shape, a pool size) are compile-time constants, not HBM tensors.
+        # Arrays are HBM tensors; 0-d values and tuples of numbers are compile-time constants.
         args = [_argument(a, names[i] if i < len(names) else f"arg{i}") for i, a in enumerate(arrays)]
         # Array keyword arguments are HBM inputs too (numbers and tuples stay constants).
         kwargs = {k: core.input_tensor(v, k) if isinstance(v, np.ndarray) and v.ndim > 0 else v
