@@ -97,10 +97,17 @@ def _symbolic_loop(s: ast.stmt, nki_call: Callable[[ast.expr], str | None]) -> b
 def _symbolic_names(fn: ast.FunctionDef, nki_call: Callable[[ast.expr], str | None]) -> set[str]:
     """Loop indices of symbolic loops and every name computed from one (to a fixed point):
     an ``if`` on such a value is a traced branch, not a Python one."""
-    names = {n for s in ast.walk(fn) if _symbolic_loop(s, nki_call) for n in _names(s.target)}
+    loops = {n for s in ast.walk(fn) if _symbolic_loop(s, nki_call) for n in _names(s.target)}
     assigns = [(t, s.value) for s in ast.walk(fn) if isinstance(s, ast.Assign) for t in s.targets]
+    return _closure(loops, lambda names: {n for t, v in assigns if any(r.id in names for r in _names_read(v))
+                                          for n in _names(t)})
+
+
+def _closure(start: set[str], step: Callable[[set[str]], set[str]]) -> set[str]:
+    """``start`` grown by ``step(names)`` until nothing new comes (names defined from names)."""
+    names = set(start)
     while True:
-        more = {n for t, v in assigns if any(r.id in names for r in _names_read(v)) for n in _names(t)} - names
+        more = step(names) - names
         if not more:
             return names
         names |= more
@@ -149,12 +156,7 @@ def _names(target: ast.expr) -> list[str]:
 
 def _tensor_names(bindings: list[_Binding], nki_call: Callable[[ast.expr], str | None]) -> set[str]:
     """Names some assignment binds to a tensor (to a fixed point: ``y = x + 1`` after ``x``)."""
-    tensors: set[str] = set()
-    while True:
-        more = {b.name for b in bindings if b.makes_tensor(tensors, nki_call)} - tensors
-        if not more:
-            return tensors
-        tensors |= more
+    return _closure(set(), lambda tensors: {b.name for b in bindings if b.makes_tensor(tensors, nki_call)})
 
 
 def _is_tensor_expr(e: ast.expr, tensors: set[str], nki_call: Callable[[ast.expr], str | None]) -> bool:
@@ -243,7 +245,7 @@ def variable_size_slices(fn: ast.FunctionDef, nki_call: Callable[[ast.expr], str
             for n in _names(s.target):
                 defs.setdefault(n, []).extend([None, None])
     symbolic = _symbolic_names(fn, nki_call)
-    analysis = _Affine(loops, symbolic, params, defs)
+    analysis = _Polynomials(loops, symbolic, params, defs)
     for node in ast.walk(fn):
         if not isinstance(node, ast.Subscript):
             continue
@@ -280,7 +282,7 @@ def _mul(a: Poly, b: Poly) -> Poly:
     return {m: c for m, c in out.items() if c}
 
 
-class _Affine:
+class _Polynomials:
     """Polynomials of index expressions, names opened through their single assignment."""
 
     def __init__(self, loops: set[str], symbolic: set[str], params: set[str], defs: dict) -> None:
@@ -344,12 +346,8 @@ def mixed_indexing(fn: ast.FunctionDef, nki_call: Callable[[ast.expr], str | Non
     """(subscript, message) for ``t[i_p, a:b]``: a slice beside an ``nl.arange`` / ``nl.mgrid``
     index expression in one subscript."""
     assigns = [(t, s.value) for s in ast.walk(fn) if isinstance(s, ast.Assign) for t in s.targets]
-    index: set[str] = set()
-    while True:
-        more = {t.id for t, v in assigns if isinstance(t, ast.Name) and _is_index_expr(v, index, nki_call)} - index
-        if not more:
-            break
-        index |= more
+    index = _closure(set(), lambda known: {t.id for t, v in assigns
+                                           if isinstance(t, ast.Name) and _is_index_expr(v, known, nki_call)})
     for node in ast.walk(fn):
         if not isinstance(node, ast.Subscript) or not isinstance(node.slice, ast.Tuple):
             continue
