@@ -12,11 +12,14 @@ the estimate take on the first step of each published Trainium trajectory at its
 shape (the original, as the oracle run would take it), and the whole evaluation path at those
 shapes as `autocomp eval FILE` takes it: the reference run plus the same code as a candidate
 through the sandbox (target 30 s here), in wall seconds and in CPU seconds of every process,
-with the seconds the parent's estimates took. That is printed twice: with the original's own
-text as the candidate (`autocomp eval FILE`, a search's baseline: only the reversed-loop run
-goes beside the reference) and with the same code as another text (the full path of any
-other candidate: seeds, reversed-loop run and estimate beside the reference). ``--published-only`` skips the examples; the
-estimate's scaling is printed in every mode (both speed figures in one run).
+with the seconds the parent's estimates took. That is printed three times: with the original's
+own text as the candidate (`autocomp eval FILE`, a search's baseline: beside the reference at
+most its reversed-loop run), with the same code as another text (the full path of any other
+candidate: seeds, the reorder check and the estimate beside the reference), and that again
+with the reorder proof off (every candidate also gets its reversed-loop run), followed by the
+ratio of the two, measured in the same run. The ``reorder`` column says how the affine_range
+check was met. ``--published-only`` skips the examples; the estimate's scaling is printed in
+every mode (both speed figures in one run).
 
     python bench/nki_eval.py [--repeat 5] [--json] [--autocomp /path/to/ucb-bar/autocomp]
                              [--published-only] [--only NAME]
@@ -137,7 +140,7 @@ FULL_EVAL = {  # trajectory -> kernel function the file evaluates (conv1d: a wra
 }
 
 
-def full_evaluations(autocomp: str, only: str = "", copy: bool = False) -> list[dict]:
+def full_evaluations(autocomp: str, only: str = "", copy: bool = False, proof: bool = True) -> list[dict]:
     """The whole evaluation path at published shapes, as `autocomp eval FILE` takes it: the
     original's run (the reference, in its sandboxed child) and the same code as a candidate.
     The original's own text needs only the reversed-loop run beside the reference (the
@@ -146,7 +149,9 @@ def full_evaluations(autocomp: str, only: str = "", copy: bool = False) -> list[
     (allowlist, sandboxed child with kernel processes, seeds, reversed-loop run, comparison,
     estimate), which starts on the first input set while the reference still runs. Wall
     seconds depend on the machine's load, so the CPU seconds of every process of both
-    children are printed beside them; ``ref s`` and ``cand s`` are each child's own time."""
+    children are printed beside them; ``ref s`` and ``cand s`` are each child's own time.
+    ``proof=False`` turns the reorder proof off (setting ``reorder_proof``): every candidate
+    then gets its reversed-loop run, as before the proof existed."""
     from autocomp.backends import get_backend
     from autocomp.backends.nki import harness as nki_harness
     from autocomp.backends.nki.harness import Harness
@@ -160,10 +165,13 @@ def full_evaluations(autocomp: str, only: str = "", copy: bool = False) -> list[
     orig_estimate = nki_harness.estimate
 
     child_s: dict[str, float] = {}
+    proven: list[bool] = []
 
     async def run_child(self, *a, **k):
         run = await orig(self, *a, **k)
         cpu.append(float(run.data.get("cpu_seconds", 0.0)))
+        if "reorder_proven" in run.data:
+            proven.append(run.data["reorder_proven"] is True)
         child_s[a[2]] = child_s.get(a[2], 0.0) + run.seconds  # by mode: oracle, candidate
         return run
 
@@ -191,11 +199,12 @@ def full_evaluations(autocomp: str, only: str = "", copy: bool = False) -> list[
             with tempfile.TemporaryDirectory() as d:
                 path = Path(d) / f"{name}.py"
                 path.write_text(text, encoding="utf-8")
-                backend = get_backend("nki")
+                backend = get_backend("nki", {"reorder_proof": proof})
                 problem = backend.make_problem(str(path), text, FULL_EVAL[name])
                 cpu.clear()
                 est_s.clear()
                 child_s.clear()
+                proven.clear()
                 load = os.getloadavg()[0]
                 start = time.perf_counter()
                 code = problem.code.rstrip("\n") + "  # a copy\n" if copy else problem.code
@@ -214,6 +223,8 @@ def full_evaluations(autocomp: str, only: str = "", copy: bool = False) -> list[
                          "candidate_s": child_s.get("candidate", 0.0),
                          "wall_s": end - start, "cpu_s": sum(cpu), "seeds_checked": len(oracle.seeds),
                          "estimate_s": sum(est_s),
+                         # how the reorder check was met: the proof (no reversed run), or the run
+                         "reorder": "proof" if proven and proven[-1] else "reversed",
                          "load_before": load, "load_after": os.getloadavg()[0]})
     finally:
         Harness._run_child = orig
@@ -245,9 +256,11 @@ def main() -> int:
     shapes = published_shapes(args.autocomp) if args.autocomp and not args.published_only else []
     full = full_evaluations(args.autocomp, args.only) if args.autocomp else []
     full_copy = full_evaluations(args.autocomp, args.only, copy=True) if args.autocomp else []
+    full_unproven = full_evaluations(args.autocomp, args.only, copy=True, proof=False) if args.autocomp else []
     if args.json:
         print(json.dumps({"examples": rows, "estimate_scaling": scaling, "published_shapes": shapes,
-                          "full_evaluation": full, "full_evaluation_other_candidate": full_copy}, indent=2))
+                          "full_evaluation": full, "full_evaluation_other_candidate": full_copy,
+                          "full_evaluation_other_candidate_without_proof": full_unproven}, indent=2))
         return 0
     if rows:
         print(f"{'example':<10} {'instr':>6} {'instr/s':>9} {'s/eval':>7} {'start cycles':>13} {'best cycles':>12} {'speedup':>8}")
@@ -272,25 +285,35 @@ def main() -> int:
     for full, title in ((full, "reference run + the original's own text as the candidate, as `autocomp eval FILE` "
                                "and a search's baseline: beside the reference only its reversed-loop run"),
                         (full_copy, "reference run + the same code as another text (a comment added): the full "
-                                    "candidate path any other candidate takes, started beside the reference")):
+                                    "candidate path any other candidate takes, started beside the reference"),
+                        (full_unproven, "the same with reorder_proof = false: every candidate also gets its "
+                                        "reversed-loop run, as before the proof")):
         if not full:
             continue
         print(f"\nfull evaluation at published shapes ({title}; through the sandbox; target 30 s here)")
         print(f"  {'trajectory':<16} {'verdict':<8} {'instr':>8} {'ref s':>7} {'cand s':>7} {'wall s':>7} {'CPU s':>7} "
-              f"{'est s':>6} {'sets':>4}  load (1-min avg, before/after)")
+              f"{'est s':>6} {'sets':>4} {'reorder':>8}  load (1-min avg, before/after)")
         for r in full:
             if "error" in r:
                 print(f"  {r['trajectory']:<16} error: {r['error']}")
                 continue
             print(f"  {r['trajectory']:<16} {r['verdict']:<8} {r['instructions']:>8} {r['oracle_s']:>7.1f} {r['candidate_s']:>7.1f} "
-                  f"{r['wall_s']:>7.1f} {r['cpu_s']:>7.1f} {r['estimate_s']:>6.2f} {r['seeds_checked']:>4}  "
+                  f"{r['wall_s']:>7.1f} {r['cpu_s']:>7.1f} {r['estimate_s']:>6.2f} {r['seeds_checked']:>4} {r['reorder']:>8}  "
                   f"{r['load_before']:.1f}/{r['load_after']:.1f}")
         print("  CPU s: every process of both sandboxed children (runner, kernel processes, reversed-loop worker), not "
               "the parent's parsing, comparison and estimate; est s: the parent's estimates (the reference's trace and "
               "the candidate's), part of wall s; ref s / cand s: each child's own wall time (they overlap); sets: "
-              "random input sets checked (seed_budget).")
+              "random input sets checked (seed_budget); reorder: how the affine_range check was met (proof: the "
+              "first run's trace showed the iterations independent, no reversed run; reversed: the reversed-loop run).")
         slow = [r["trajectory"] for r in full if "error" not in r and r["wall_s"] > 30]
         print(f"  within the 30 s target: {len(full) - len(slow)}/{len(full)}" + (f" (over: {', '.join(slow)})" if slow else ""))
+    pairs = [(a, b) for a in full_copy for b in full_unproven
+             if a["trajectory"] == b["trajectory"] and "error" not in a and "error" not in b]
+    if pairs:
+        print("\nthe reorder proof, measured in this run (another candidate's full path, proof on / off)")
+        for a, b in pairs:
+            print(f"  {a['trajectory']:<16} wall {a['wall_s']:6.1f} / {b['wall_s']:6.1f} s = {a['wall_s'] / b['wall_s']:.2f}   "
+                  f"CPU {a['cpu_s']:6.1f} / {b['cpu_s']:6.1f} s = {a['cpu_s'] / max(b['cpu_s'], 1e-9):.2f}")
     return 0
 
 

@@ -48,6 +48,7 @@ class NkiBackend(Backend):
             memory_bytes=int(float(self.settings.get("memory_mb", 3072)) * 1024 * 1024),
             concurrency=int(self.settings.get("concurrency", 0)) or _slots(),
             reorder=bool(self.settings.get("check_reorder", True)),
+            reorder_proof=bool(self.settings.get("reorder_proof", True)),
             public_seeds=bool(self.settings.get("public_seeds", False)),
             seed_budget=float(self.settings.get("seed_budget", SEED_BUDGET)),
         )

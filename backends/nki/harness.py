@@ -6,7 +6,8 @@ for several seeds and records outputs. Each candidate first passes the allowlist
 language subset (:mod:`autocomp.backends.nki.validate`). Its child then gets the oracle's
 inputs on stdin, with output arguments poisoned, and returns its outputs and its arguments
 afterwards, plus the outputs of one more run of the first seed with every ``affine_range``
-reversed. In a candidate's child the kernel's Python runs in separate processes
+reversed, unless the first run's trace proved the iterations independent
+(:mod:`autocomp.backends.nki.reorder_proof`). In a candidate's child the kernel's Python runs in separate processes
 (:mod:`autocomp.backends.nki.tracer`) that the interpreter serves
 (:mod:`autocomp.backends.nki.remote`): they hold handles, never tensor values, the trace or
 the result channel; the reversed run gets a fresh one, so state a kernel keeps between calls
@@ -47,6 +48,7 @@ from autocomp.backends.nki.cost import Estimate, estimate
 from autocomp.backends.nki.interp.core import dtype_name
 from autocomp.backends.nki.portable import pack_arrays, same_bytes
 from autocomp.backends.nki.static import check_candidate
+from autocomp.backends.nki.reorder_proof import proof_may_stand
 from autocomp.scratch import ScratchRoot
 from autocomp.backends.nki.trace import Instr, region_from_json
 from autocomp.backends.nki.trace_wire import LINE_START as WIRE_LINE_START, TAG as WIRE_TAG, Decoder
@@ -99,6 +101,9 @@ class Oracle:
     estimate: Estimate
     seconds: float = 0.0  # how long the original took (all seeds): the problem's size in time
     data_bytes: int = 0  # inputs and outputs of one seed
+    # The original's first run proved its affine_range iterations independent
+    # (reorder_proof): the original as its own candidate needs no reversed-loop run.
+    reorder_proven: bool = False
 
     def __repr__(self) -> str:
         return f"Oracle(seeds={self.seeds}, seconds={self.seconds:.2f}, data_bytes={self.data_bytes})"
@@ -112,7 +117,7 @@ MEMORY_PER_DATA_BYTE = 12
 MEMORY_BASE = 512 << 20
 # Input sets beyond the first run only while the original's runs predict a total within this
 # many seconds (autocomp.target.nki.seed_budget): a large problem is checked on fewer random
-# input sets (at least one, plus the reversed-loop run) instead of taking minutes per candidate.
+# input sets (at least one, plus the reorder check) instead of taking minutes per candidate.
 SEED_BUDGET = 10.0
 
 
@@ -448,7 +453,8 @@ class Harness:
 
     def __init__(self, seeds: tuple[int, ...] = DEFAULT_SEEDS, timeout: float = 60.0, memory_bytes: int = 3 * 1024**3,
                  python: str = sys.executable, concurrency: int = 2, reorder: bool = True,
-                 public_seeds: bool = False, seed_budget: float = SEED_BUDGET, early_start: bool = True) -> None:
+                 public_seeds: bool = False, seed_budget: float = SEED_BUDGET, early_start: bool = True,
+                 reorder_proof: bool = True) -> None:
         self.seeds = tuple(seeds)
         self.seed_budget = float(seed_budget)
         # The RNG seeds behind the seed labels: drawn from `secrets` once per harness, so no
@@ -461,6 +467,9 @@ class Harness:
         self.memory_bytes = memory_bytes
         self.python = python
         self.reorder = reorder
+        # A proof from the first run's trace may stand in for the reversed-loop run
+        # (reorder_proof); off, every candidate gets the reversed run.
+        self.reorder_proof = reorder_proof
         self.concurrency = max(1, concurrency)
         self._sems: dict[int, asyncio.Semaphore] = {}
         self._oracles: dict[str, Oracle] = {}
@@ -470,6 +479,10 @@ class Harness:
         # Estimates started while their child still runs (ChildRun.estimate): off the loop,
         # which keeps reading the children's channels.
         self._estimator = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="nki-estimate")
+
+    def _may_prove(self, text: str) -> bool:
+        """Whether the child may try to prove the reversed-loop run unnecessary for ``text``."""
+        return self.reorder and self.reorder_proof and proof_may_stand(text)
 
     @property
     def _root(self) -> str:
@@ -572,7 +585,8 @@ class Harness:
         key = problem.oracle_key()
         run = await self._run_child(problem.file_text, problem.name, "oracle",
                                     {"rng_seeds": [self.rng_seeds[s] for s in self.seeds], "seed_budget": self.seed_budget,
-                                     "early_inputs": self.early_start},
+                                     "early_inputs": self.early_start,
+                                     "reorder_proof": self._may_prove(problem.file_text)},
                                     _source_dir(problem), on_inputs=ready)
         if not run.ok:
             if run.timed_out:
@@ -599,7 +613,7 @@ class Harness:
         # unread for the estimate's second would stall it)
         cost = await run.cost()
         oracle = Oracle(packed, dtypes, seeds, outputs, inputs, out_args, after, cost,
-                        seconds=run.seconds, data_bytes=data_bytes)
+                        seconds=run.seconds, data_bytes=data_bytes, reorder_proven=run.data.get("reorder_proven") is True)
         self._oracles[key] = oracle
         return oracle
 
@@ -635,7 +649,7 @@ class Harness:
         run = await self._finish_early(problem, text, oracle, *early) if early is not None else None
         if run is None:
             extra = {"inputs": {"dtypes": oracle.input_dtypes}, "poison": oracle.out_args, "reorder": self.reorder,
-                     "seeds": list(oracle.seeds)}
+                     "seeds": list(oracle.seeds), "reorder_proof": self._may_prove(text)}
             run = await self._run_child(text, problem.name, "candidate", extra, _source_dir(problem), oracle.inputs_packed,
                                         oracle=oracle)
         if run.timed_out:
@@ -662,7 +676,7 @@ class Harness:
                         return Evaluation(Verdict.INCORRECT, feedback=f"wrong result: {msg}")
                 elif not _same(orig_in, a):
                     return Evaluation(Verdict.INCORRECT, feedback=f"the kernel modified its input argument {i}; inputs must stay unchanged")
-        if self.reorder:
+        if self.reorder and run.data.get("reorder_proven") is not True:
             problem_ev = _reorder_verdict(_seq(run.arrays, f"s{self.seeds[0]}_out"), _seq(run.arrays, "rev_out"))
             if problem_ev is not None:
                 return problem_ev
@@ -679,7 +693,7 @@ class Harness:
         }
         feedback = est.report() + f"\nCompared with the original kernel: {est.cycles:,.0f} cycles{speed}."
         if len(oracle.seeds) < len(self.seeds):
-            feedback += (f"\nChecked on {len(oracle.seeds)} of {len(self.seeds)} random input sets (plus the reversed-loop run): "
+            feedback += (f"\nChecked on {len(oracle.seeds)} of {len(self.seeds)} random input sets (plus the affine_range reorder check): "
                          f"the original takes {oracle.seconds:.0f} s in the interpreter, and further sets run only while the "
                          f"original's runs stay within autocomp.target.nki.seed_budget = {self.seed_budget:g} CPU seconds; raise it to "
                          "check every set.")
@@ -698,12 +712,13 @@ class Harness:
             oracle, early = await self._beside_oracle(problem, text, reverse_only=True)
         elif oracle is None:
             oracle = await self.oracle(problem)
-        if oracle.out_args:
+        if oracle.out_args or oracle.reorder_proven:
             if early is not None:
                 early[1].cancel()
                 await asyncio.gather(early[1], return_exceptions=True)
+        if oracle.out_args:
             return None
-        if self.reorder:
+        if self.reorder and not oracle.reorder_proven:
             run = None
             if early is not None:
                 seed, task = early
@@ -761,7 +776,8 @@ class Harness:
         packed, dtypes = pack_arrays(in_arrays)
         memory = max(self.memory_bytes, MEMORY_BASE + MEMORY_PER_DATA_BYTE * sum(int(a.nbytes) for a in arrays))
         extra = {"inputs": {"dtypes": dtypes}, "poison": [], "reorder": self.reorder, "seeds": [seed],
-                 **({"reverse_only": True} if reverse_only else {})}
+                 **({"reverse_only": True} if reverse_only else
+                    {"reorder_proof": self._may_prove(text)})}
         return await self._run_child(text, problem.name, "candidate", extra, _source_dir(problem), packed,
                                      limits=(self.timeout, memory))
 

@@ -98,6 +98,21 @@ def _api_tables() -> dict[str, dict[str, Any]]:
         f"{s}.isa": _isa_attrs(s) for s in ("new", "old")}
 
 
+def _affine_path(flat: Any, loop: Any) -> tuple | None:
+    """A request's ``affine`` (loop id, iteration, ... of the affine_range loops around it,
+    outermost first) as the reorder proof's loop path, checked: pairs of bounded integers,
+    ending with the innermost loop when that is an affine_range one. None when malformed."""
+    if (not isinstance(flat, list) or len(flat) % 2 or len(flat) > 128
+            or not all(type(v) is int and 0 <= v < 1 << 40 for v in flat)):
+        return None
+    path = tuple(zip(flat[0::2], flat[1::2]))
+    if loop[4] and (not path or path[-1] != (loop[0], loop[2])):
+        return None
+    if len({lid for lid, _ in path}) != len(path):
+        return None
+    return path
+
+
 def _affine(values: np.ndarray) -> bool:
     """Whether ``values`` is c0 + sum_k c_k * index_k (what nl.arange/nl.mgrid arithmetic gives)."""
     if values.size <= 1:
@@ -262,6 +277,14 @@ class KernelProcess:
                 checked = ([int(v) for v in loop] if isinstance(loop, list) and len(loop) == 5
                            and all(isinstance(v, int) and -1 <= v < 1 << 40 for v in loop)
                            and 0 <= loop[2] < loop[1] and loop[0] >= 0 and loop[4] in (0, 1) else False)
+                affine = _affine_path(msg.get("affine"), checked) if checked else ()
+                if affine is None:
+                    # (the loop stands for the cost model; the proof cannot follow the
+                    # iterations, so the reversed-loop run decides)
+                    affine = ()
+                    if STATE.proof is not None:
+                        STATE.proof.give_up("the kernel process named its affine_range loops inconsistently")
+                STATE.remote_affine = affine
             STATE.remote_loop = list(checked) if checked else False  # (each instruction its own list)
             reply: dict[str, Any] | None = None
             try:

@@ -10,7 +10,9 @@ code could read it. It never decides a verdict.
 Modes: ``oracle`` (the user's original file, trusted: loaded here, inputs made with its
 ``get_inputs``, every seed run while the runs so far predict a total within ``seed_budget``
 seconds; at least the first) and ``candidate`` (every seed, then with ``reorder`` the
-first seed once more with every ``affine_range`` reversed, recording no trace; with
+first seed once more with every ``affine_range`` reversed, recording no trace, unless
+``reorder_proof`` is asked and the first run proves that unnecessary (then that run starts
+only when the proof fails); with
 ``reverse_only``, for the original file as its own candidate, only that reversed run). For
 a candidate, the kernel's
 Python runs in kernel processes (:mod:`autocomp.backends.nki.tracer`) forked before the
@@ -505,7 +507,15 @@ def run(request: dict[str, Any], channel: Channel | None = None, inputs_raw: byt
     # The original file as its own candidate: the oracle's run of it already gave its outputs
     # and trace, so only the reversed-loop run (first seed) is left to do here.
     forward = seeds if mode == "oracle" or not (request.get("reverse_only") and rev_fn is not None) else []
-    if rev_fn is not None and request.get("parallel_reorder", True) and len(forward) >= 1:
+    # With reorder_proof (the parent's static check found no Python state carried across
+    # affine_range iterations), the first run also tries to prove the reversed run
+    # unnecessary (reorder_proof); that run then starts only if the proof fails, beside the
+    # remaining input sets (started beside the first and stopped when proven, it would take
+    # a core from the other evaluations for nothing; lowered in priority, it would starve
+    # when it is needed, and a process cannot raise its priority again).
+    prove = bool(request.get("reorder_proof")) and bool(forward)
+    parallel = rev_fn is not None and request.get("parallel_reorder", True) and len(forward) >= 1
+    if parallel and not prove:
         # The reversed run goes on in a forked copy of this process, beside the seeds (a second
         # core halves a large candidate's time); its kernel process is the second one forked
         # before the inputs were read, as in the sequential order.
@@ -515,7 +525,7 @@ def run(request: dict[str, Any], channel: Channel | None = None, inputs_raw: byt
             args = [(_poisoned(a) if i in poison else a) for i, a in enumerate(inputs[seed])]
             core.stream_to(sink if n == 0 else None)
             try:
-                res = execute(fn, args, kernel_file=path, names=names, grid=grid)
+                res = execute(fn, args, kernel_file=path, names=names, grid=grid, prove_reorder=prove and n == 0)
             finally:
                 core.stream_to(None)
                 if sink is not None and n == 0:
@@ -524,6 +534,15 @@ def run(request: dict[str, Any], channel: Channel | None = None, inputs_raw: byt
                 # The trace is whole: the parent can start its estimate while the rest (other
                 # input sets, the reversed-loop run, the arrays) goes on.
                 channel.message(["trace_end"])
+            if prove and n == 0:
+                conflict = res.reorder_conflict
+                result["reorder_proven"] = conflict is None
+                if conflict is None:
+                    rev_fn = None
+                else:
+                    result["reorder_unproven"] = conflict
+                    if parallel:
+                        reverse = _ReverseWorker(kprocs, inputs[seeds[0]], poison, path, names, grid)
             result["counts"][str(seed)] = [len(res.outputs), len(res.args_after)]
             if mode == "oracle":
                 for i, a in enumerate(inputs[seed]):

@@ -28,6 +28,7 @@ TARGET = TargetInfo(
         'memory_mb': {'type': 'number', 'minimum': 64, 'description': "Memory limit of one evaluation's child process in MiB (default 3072)."},
         'concurrency': {'type': 'integer', 'minimum': 0, 'description': 'Candidates evaluated at once (default 0: one per free CPU core).'},
         'check_reorder': {'type': 'boolean', 'description': 'Also run each candidate with its affine_range loops reversed, to catch iterations that depend on each other (default true).'},
+        'reorder_proof': {'type': 'boolean', 'description': "Skip the reversed-loop run when the first run's trace shows that no two affine_range iterations touch the same bytes, accumulations aside (default true); false runs it for every candidate."},
     },
     order=20,
 )

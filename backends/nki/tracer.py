@@ -18,8 +18,10 @@ Protocol: newline-delimited JSON. The interpreter sends commands (``load``, ``ru
 ``{"error": …}``, and ends a command with ``ready``/``return``/``fail``. Values are encoded
 by :func:`encode` (tensors travel as handles). A request's ``loop`` (the innermost loop
 iteration it belongs to, ``null`` outside loops) is sent only when it differs from the
-previous request's in the same command; a request without one belongs to that same loop
-iteration (the interpreter keeps the last one it checked, and none at a command's start).
+previous request's in the same command, with ``affine`` (loop id and iteration of every
+``affine_range`` loop around it, outermost first, flattened); a request without them belongs
+to that same loop iteration (the interpreter keeps the last one it checked, and none at a
+command's start).
 """
 
 from __future__ import annotations
@@ -181,6 +183,8 @@ class Conn:
         if f is not self.sent_frame or (f is not None and f[2] != self.sent_iteration):
             # (a frame's id, trip, affine flag and parent never change; its iteration does)
             msg["loop"] = [f[0], f[1], f[2], f[4], int(f[3])] if f is not None else None
+            # every affine_range loop around it, outermost first (the reorder proof's view)
+            msg["affine"] = [v for g in self.loops if g[3] for v in (g[0], g[2])]
             self.sent_frame = f
             self.sent_iteration = f[2] if f is not None else -1
 

@@ -371,3 +371,185 @@ def _is_index_expr(e: ast.expr, index: set[str], nki_call: Callable[[ast.expr], 
     if isinstance(e, ast.BinOp):
         return _is_index_expr(e.left, index, nki_call) or _is_index_expr(e.right, index, nki_call)
     return False
+
+
+# ---------------------------------------------------------------------------- Python state
+# Methods that change a Python container in place: state a loop body can carry to the next
+# iteration without rebinding a name.
+MUTATORS = frozenset({"append", "extend", "insert", "pop", "remove", "clear", "update", "setdefault", "popitem",
+                      "sort", "reverse", "add", "discard", "__setitem__", "__iadd__"})
+
+
+def python_state_across_iterations(fn: ast.FunctionDef, nki_call: Callable[[ast.expr], str | None],
+                                   helpers: dict[str, ast.FunctionDef]) -> ast.AST | None:
+    """The first place in an ``affine_range`` body (or in a helper called from one) where
+    Python state may pass from one iteration to the next, else None. The older compiler
+    traces such a body once, so that state means something else on hardware than in the
+    interpreter's run of every iteration; the reorder proof (reorder_proof) is then not
+    offered and the reversed-loop run decides.
+
+    State is: a name the body assigns and also reads before assigning it in the same
+    iteration (``off += 128``; a tensor name is left out: what a tensor carries is
+    instructions, which the trace shows); a container changed in place (``.append``, an item
+    or attribute stored) that the iteration did not make itself, unless it is a tensor or a
+    parameter; a helper that changes its arguments or module names in place; ``global`` or
+    ``nonlocal``. A name bound fresh in every iteration (``q_off = i * 128``) is not state."""
+    scoped = [s for s in ast.walk(fn) if isinstance(s, (ast.Global, ast.Nonlocal))]
+    if scoped:
+        return scoped[0]
+    tensors = _tensor_names(list(_bindings(fn.body, (), lambda s: False)), nki_call)
+    params = {a.arg for a in fn.args.args + fn.args.kwonlyargs + fn.args.posonlyargs}
+    for loop in ast.walk(fn):
+        if not (isinstance(loop, ast.For) and isinstance(loop.iter, ast.Call) and nki_call(loop.iter.func) == "affine_range"):
+            continue
+        walker = _StateWalk(_assigned(loop.body), tensors, params, nki_call, helpers)
+        found = walker.block(loop.body, set(_names(loop.target)))[0]
+        if found is not None:
+            return found
+    return None
+
+
+def _assigned(stmts: list[ast.stmt]) -> set[str]:
+    """Every name a block binds (nested functions' own names aside)."""
+    out: set[str] = set()
+    stack: list[ast.AST] = list(stmts)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            out.add(n.id)
+        stack.extend(ast.iter_child_nodes(n))
+    return out
+
+
+def _base_name(e: ast.expr) -> ast.Name | None:
+    while isinstance(e, (ast.Subscript, ast.Attribute)):
+        e = e.value
+    return e if isinstance(e, ast.Name) else None
+
+
+class _StateWalk:
+    """One affine_range body in program order, with the names each point has certainly
+    bound in the current iteration (``defined``)."""
+
+    def __init__(self, assigned: set[str], tensors: set[str], params: set[str],
+                 nki_call: Callable[[ast.expr], str | None], helpers: dict[str, ast.FunctionDef]) -> None:
+        self.assigned, self.tensors, self.params = assigned, tensors, params
+        self.nki_call, self.helpers = nki_call, helpers
+        self.seen: set[str] = set()
+
+    def block(self, stmts: list[ast.stmt], defined: set[str]) -> tuple[ast.AST | None, set[str]]:
+        defined = set(defined)
+        for s in stmts:
+            found = self.stmt(s, defined)
+            if found is not None:
+                return found, defined
+        return None, defined
+
+    def stmt(self, s: ast.stmt, defined: set[str]) -> ast.AST | None:
+        if isinstance(s, (ast.Global, ast.Nonlocal)):
+            return s
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return None
+        if isinstance(s, (ast.Assign, ast.AnnAssign)):
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            found = self.expr(s.value, defined) or self.stores(targets, defined)
+            defined.update(n for t in targets for n in _names(t))
+            return found
+        if isinstance(s, ast.AugAssign):
+            t = s.target
+            if isinstance(t, ast.Name) and t.id not in defined and t.id not in self.tensors:
+                return s  # reads the value an earlier iteration left
+            found = self.expr(s.value, defined) or self.stores([t], defined)
+            if isinstance(t, ast.Name):
+                defined.add(t.id)
+            return found
+        if isinstance(s, ast.If):
+            found = self.expr(s.test, defined)
+            if found is not None:
+                return found
+            found, body = self.block(s.body, defined)
+            if found is not None:
+                return found
+            found, orelse = self.block(s.orelse, defined)
+            defined |= body & orelse
+            return found
+        if isinstance(s, (ast.For, ast.While)):
+            found = self.expr(s.iter if isinstance(s, ast.For) else s.test, defined)
+            if found is not None:
+                return found
+            inner = defined | (set(_names(s.target)) if isinstance(s, ast.For) else set())
+            found, after = self.block(s.body, inner)
+            if found is None and isinstance(s, ast.For):
+                # (an NKI loop runs at least once: what its body binds is bound after it)
+                defined |= after
+            return found or self.block(s.orelse, defined)[0]
+        if isinstance(s, ast.With):
+            for item in s.items:
+                found = self.expr(item.context_expr, defined)
+                if found is not None:
+                    return found
+                if item.optional_vars is not None:
+                    defined.update(_names(item.optional_vars))
+            found, after = self.block(s.body, defined)
+            defined |= after
+            return found
+        if isinstance(s, ast.Try):
+            for part in (s.body, s.orelse, s.finalbody, *[h.body for h in s.handlers]):
+                found = self.block(part, defined)[0]
+                if found is not None:
+                    return found
+            return None
+        return self.expr(s, defined)
+
+    def stores(self, targets: list[ast.expr], defined: set[str]) -> ast.AST | None:
+        for t in targets:
+            for part in ast.walk(t):
+                if isinstance(part, (ast.Subscript, ast.Attribute)) and isinstance(part.ctx, ast.Store):
+                    base = _base_name(part)
+                    if base is None or self._foreign(base.id, defined):
+                        return part
+                    found = self.expr(part.slice if isinstance(part, ast.Subscript) else part.value, defined)
+                    if found is not None:
+                        return found
+        return None
+
+    def _foreign(self, name: str, defined: set[str]) -> bool:
+        """A container this iteration did not make: changing it in place is state."""
+        return name not in defined and name not in self.tensors and name not in self.params
+
+    def expr(self, e: ast.AST | None, defined: set[str]) -> ast.AST | None:
+        if e is None:
+            return None
+        local = {n.id for c in ast.walk(e) if isinstance(c, ast.comprehension) for n in ast.walk(c.target)
+                 if isinstance(n, ast.Name)}
+        for n in ast.walk(e):
+            if isinstance(n, ast.NamedExpr):
+                return n
+            if (isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load) and n.id in self.assigned
+                    and n.id not in defined and n.id not in local and n.id not in self.tensors):
+                return n  # the value an earlier iteration left
+            if not isinstance(n, ast.Call):
+                continue
+            func = n.func
+            if isinstance(func, ast.Attribute) and func.attr in MUTATORS and self.nki_call(func) is None:
+                base = _base_name(func.value)
+                if base is None or (base.id not in defined and base.id not in self.tensors):
+                    return n
+            if isinstance(func, ast.Name) and func.id in self.helpers and func.id not in self.seen:
+                self.seen.add(func.id)
+                found = self._helper(self.helpers[func.id])
+                if found is not None:
+                    return n
+        return None
+
+    def _helper(self, helper: ast.FunctionDef) -> ast.AST | None:
+        """A helper cannot rebind the caller's names; it can change, in place, what it was
+        given or what the module holds."""
+        if any(isinstance(n, (ast.Global, ast.Nonlocal)) for n in ast.walk(helper)):
+            return helper
+        given = {a.arg for a in helper.args.args + helper.args.kwonlyargs + helper.args.posonlyargs}
+        inner = _StateWalk(set(), self.tensors, given, self.nki_call, self.helpers)
+        inner.seen = self.seen
+        return inner.block(helper.body, set())[0]

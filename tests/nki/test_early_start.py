@@ -160,7 +160,7 @@ def test_an_early_run_that_failed_under_its_limits_is_run_again(tmp_path, monkey
         return ChildRun(False, {}, timed_out=True)
 
     monkeypatch.setattr(Harness, "_early_run", timed_out)
-    backend, problem = _problem(tmp_path)
+    backend, problem = _problem(tmp_path, settings={"reorder_proof": False})
     (ev,) = asyncio.run(backend.evaluate(problem, [COPY]))
     assert ev.verdict is Verdict.CORRECT, ev.feedback
     assert [r["mode"] for r in runs] == ["oracle", "candidate"] and runs[1]["limits"] is None
@@ -209,9 +209,10 @@ def test_the_seed_budget_counts_cpu_seconds_and_wall_seconds_before_the_first_ti
 def test_the_original_as_its_own_candidate_runs_only_the_reversed_run_beside_it(tmp_path, monkeypatch):
     """``autocomp eval FILE`` and the search's baseline: the oracle ran exactly this code on
     the same inputs, so its outputs and trace stand; only the reversed-loop run is left, and
-    it starts beside the original. The rating is the original's own estimate."""
+    it starts beside the original. The rating is the original's own estimate. (Here the
+    reorder proof is off; with it, see the next test.)"""
     runs = _recording(monkeypatch)
-    backend, problem = _problem(tmp_path, settings={"seeds": [0, 1]})
+    backend, problem = _problem(tmp_path, settings={"seeds": [0, 1], "reorder_proof": False})
     (ev,) = asyncio.run(backend.evaluate(problem, [ORIGINAL]))
     assert ev.verdict is Verdict.CORRECT, ev.feedback
     oracle, rev = runs
@@ -222,6 +223,21 @@ def test_the_original_as_its_own_candidate_runs_only_the_reversed_run_beside_it(
     (again,) = asyncio.run(backend.evaluate(problem, [ORIGINAL]))  # oracle known: one reversed run
     assert again.verdict is Verdict.CORRECT and len(runs) == 3 and runs[2]["extra"]["reverse_only"] is True
     assert runs[2]["limits"] is None
+
+
+def test_the_original_proven_by_its_own_run_needs_no_reversed_run(tmp_path, monkeypatch):
+    """With the reorder proof (the default), the original's run shows its affine_range
+    iterations independent: a reversed run started beside it is stopped, and evaluating the
+    original again starts none."""
+    runs = _recording(monkeypatch)
+    backend, problem = _problem(tmp_path, settings={"seeds": [0, 1]})
+    (ev,) = asyncio.run(backend.evaluate(problem, [ORIGINAL]))
+    assert ev.verdict is Verdict.CORRECT, ev.feedback
+    assert runs[0]["mode"] == "oracle" and runs[0]["extra"]["reorder_proof"] is True
+    assert backend.harness._oracles[problem.content_hash()].reorder_proven
+    before = len(runs)
+    (again,) = asyncio.run(backend.evaluate(problem, [ORIGINAL]))
+    assert again.verdict is Verdict.CORRECT and len(runs) == before
 
 
 ORDER_DEPENDENT = '''import numpy as np

@@ -203,6 +203,51 @@ def _memo(out, recall):
 
 
 ''' + HEAD + REORDER_BODY
+# The prefetch of REORDER_BODY (iteration i loads b's rows for iteration i + 1) hidden from
+# the reorder proof, which skips the reversed-loop run when no two iterations touch the same
+# bytes (backends/nki/reorder_proof.py). Each is right when run forward, wrong reversed.
+PREFETCH_HIDDEN = {
+    # through views made with a permuted index array: no slice names those bytes
+    "permuted index view": ("    jr = f - 1 - nl.arange(f)[None, :]\n    ip = nl.arange(128)[:, None]\n",
+                            "nisa.dma_copy(dst=y_next[ip, jr], src=b[{rows} + ip, jr])"),
+    # through two writes by strided index arrays (even columns, then odd ones)
+    "strided index views": ("    ip = nl.arange(128)[:, None]\n    je = nl.arange(f // 2)[None, :] * 2\n",
+                            "nisa.dma_copy(dst=y_next[ip, je], src=b[{rows} + ip, je])\n{pad}"
+                            "nisa.dma_copy(dst=y_next[ip, je + 1], src=b[{rows} + ip, je + 1])"),
+    # through the accumulation exemption: a zeroed tile plus a DMA that adds into it
+    "read-modify-write DMA": ("",
+                              "nisa.memset(dst=y_next, value=0.0)\n{pad}nisa.dma_copy(dst=y_next, "
+                              "src=b[{rows}:{rows} + 128, :], dst_rmw_op=nl.add)"),
+}
+
+
+def prefetch_kernel(setup: str, load: str) -> str:
+    first = load.format(rows="0", pad="    ")
+    later = load.format(rows="(i + 1) * 128", pad="            ")
+    return HEAD + f'''    n = a.shape[0] // 128
+    f = a.shape[1]
+{setup}    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    y_next = nl.ndarray((128, f), dtype=a.dtype, buffer=nl.sbuf)
+    {first}
+    for i in nl.affine_range(n):
+        x = nl.ndarray((128, f), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=x, src=a[i * 128:(i + 1) * 128, :])
+        y = nl.ndarray((128, f), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=y, src=y_next)
+        if i + 1 < n:
+            {later}
+        z = nl.ndarray((128, f), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.scalar_tensor_tensor(dst=z, data=x, op0=nl.multiply, operand0=2.0, op1=nl.add, operand1=y)
+        nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=z)
+    return out
+'''
+
+
+LOOP_REPORT_CLEARED = kernel(before='''    from autocomp.backends.nki import tracer
+    tracer.CONN.loops.clear()
+''')
+
+
 CONSTANT = HEAD + '''    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
     for i in nl.affine_range(a.shape[0] // 128):
         z = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
@@ -329,6 +374,26 @@ async def test_nki_attack_default_argument_state_defeats_reorder(hostile, target
     affine_range iterations come in reverse, to hide a loop-carried dependency. Beaten by the
     allowlist (non-constant defaults); with it bypassed, by the fresh reorder process."""
     rejected(await attack(hostile, target, honest, DEFAULT_ARG_STATE), "default argument")
+
+
+@pytest.mark.parametrize("how", sorted(PREFETCH_HIDDEN))
+async def test_nki_attack_hides_a_loop_carried_dependency_from_the_reorder_proof(hostile, target, honest, how):
+    """A loop-carried dependency (the next iteration's rows prefetched) written so that the
+    reorder proof might miss it and skip the reversed-loop run. Beaten by the proof's
+    construction: a view made with index arrays counts as the box of their values (a
+    permutation or a stride covers the whole row), an accumulation commutes only with other
+    accumulations (not with the read of the next iteration), and every value the
+    interpreter reads joins the instruction that reads it. The proof finds the overlap, the
+    reversed run goes ahead and the dependency shows."""
+    ev = await attack(hostile, target, honest, prefetch_kernel(*PREFETCH_HIDDEN[how]))
+    assert ev.verdict is Verdict.RUNTIME_ERROR and "revers" in ev.feedback, ev.feedback
+
+
+async def test_nki_attack_clears_its_loop_report(hostile, target, honest):
+    """Empty the kernel process's loop stack so that no instruction names an affine_range
+    iteration, and the reorder proof sees nothing to reorder. Beaten by the allowlist
+    (imports inside the kernel; the interpreter's modules are not the kernel's to reach)."""
+    rejected(await attack(hostile, target, honest, LOOP_REPORT_CLEARED), "imports inside the kernel")
 
 
 async def test_nki_attack_module_global_memo(hostile, target, honest):
@@ -686,6 +751,51 @@ async def test_nki_bypass_undefined_index_entry_is_refused(hostile, target, hone
     code = _raw([{"op": "getitem", "t": -1, "key": {"T": [{"ix": 4242}, 0]}, "line": 1, "h": 900001}])
     ev = await attack(hostile, target, honest, code, bypass=True)
     assert "undefined index array" in ev.feedback, ev.feedback
+
+
+def test_nki_bypass_inconsistent_loop_report_leaves_the_reversed_run(tmp_path):
+    """The reorder proof trusts the kernel process's report of which affine_range iteration
+    each request belongs to only as far as it hangs together: an ``affine`` path that does
+    not end with the loop it names, repeats a loop or holds anything but small integers, or
+    a loop named without one, makes the proof give up, so the reversed-loop run decides.
+    Served straight from a crafted request stream."""
+    import os
+
+    import numpy as np
+
+    from autocomp.backends.nki.interp import install
+    from autocomp.backends.nki.interp.install import execute
+    from autocomp.backends.nki.remote import KernelProcess
+    from autocomp.testing.exited_process import ExitedProcess
+
+    def load(h, **extra):
+        return {"op": "call", "mod": "old.language", "name": "load", "args": {"L": [{"t": -1}]}, "kw": {"D": []},
+                "line": 1, "h": h, **extra}
+
+    install()
+    honest = [load(1, loop=[0, 4, 1, -1, 1], affine=[0, 1]), load(2, loop=[0, 4, 2, -1, 1], affine=[0, 2])]
+    forged = {"ends elsewhere": [load(1, loop=[0, 4, 1, -1, 1], affine=[0, 3])],
+              "repeats a loop": [load(1, loop=[0, 4, 1, -1, 1], affine=[0, 1, 0, 1])],
+              "not integers": [load(1, loop=[0, 4, 1, -1, 1], affine=[0, "1"])],
+              "missing": [load(1, loop=[0, 4, 1, -1, 1])]}
+    for name, requests in [("honest", honest)] + sorted(forged.items()):
+        lines = [{"op": "ready", "names": ["a"], "grid": []}] + requests + [{"op": "return", "value": {"t": -1}}]
+        stream = tmp_path / f"{name.replace(' ', '_')}.jsonl"
+        stream.write_bytes(b"".join(json.dumps(m).encode() + b"\n" for m in lines))
+        rep_r, rep_w = os.pipe()
+        proc = KernelProcess(str(tmp_path / "k.py"), "k", spawned=(ExitedProcess(), os.open(stream, os.O_RDONLY), rep_w),
+                             source="")
+        try:
+            proc.load()
+            res = execute(proc.kernel, [np.zeros((128, 4), np.float32)], kernel_file=str(tmp_path / "k.py"),
+                          names=["a"], prove_reorder=True)
+        finally:
+            proc.close()
+            os.close(rep_r)
+        if name == "honest":
+            assert res.reorder_conflict is None, res.reorder_conflict  # two reads of an input: independent
+        else:
+            assert res.reorder_conflict and "inconsistently" in res.reorder_conflict, (name, res.reorder_conflict)
 
 
 def test_nki_bypass_omitted_loop_is_the_last_checked_one_of_this_command(tmp_path):

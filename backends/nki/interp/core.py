@@ -89,6 +89,8 @@ def _traced_once(base_addr: int) -> int:
         if not _abs(fname).startswith(_INTERP_DIR):
             key.append((fname, frame.f_lineno))
         frame = frame.f_back
+    if STATE.proof is not None:
+        STATE.proof.give_up("tiles placed at fixed addresses (mod_alloc) may share bytes under different names")
     return STATE.placed.setdefault(tuple(key), base_addr)
 
 
@@ -136,6 +138,13 @@ class State:
         self.loops: list[list[Any]] = []
         self.loop_ids = itertools.count()
         self.remote_loop: Any = None
+        # The affine_range loops around the request being served, as the kernel process
+        # reported them: ((loop id, iteration), ...), outermost first (see affine_path).
+        self.remote_affine: tuple = ()
+        self.path_key: tuple | None = None  # affine_path's cache: (innermost loop id, iteration)
+        self.path: tuple = ()
+        # With prove_reorder, the accesses inside affine_range loops (reorder_proof.AccessLog).
+        self.proof: Any = None
         # Index arrays this interpreter made read-only for the run (the remote decoder's
         # entries, used again and again): id -> (the array, min, max). An entry holds its
         # array, so an id names it only while it is the very same object.
@@ -172,12 +181,18 @@ _GENERATIONS = itertools.count()
 STATE = State()
 
 
-def begin_run(kernel_file: str = "", reverse_affine: bool = False, traced: bool = True) -> None:
-    """Start a fresh kernel run (``traced=False``: outputs only, see State.traced)."""
+def begin_run(kernel_file: str = "", reverse_affine: bool = False, traced: bool = True,
+              prove_reorder: bool = False) -> None:
+    """Start a fresh kernel run (``traced=False``: outputs only, see State.traced;
+    ``prove_reorder``: log the accesses inside affine_range loops, see reorder_proof)."""
     STATE.__init__()  # the API style is fixed again by the run's first NKI call
     STATE.kernel_file = os.path.abspath(kernel_file) if kernel_file else ""
     STATE.reverse_affine = reverse_affine
     STATE.traced = traced
+    if prove_reorder and traced:
+        from autocomp.backends.nki.reorder_proof import AccessLog
+
+        STATE.proof = AccessLog()
     STATE.active = True
 
 
@@ -1236,6 +1251,8 @@ def read(t: Tensor, what: str, call: str, mask: np.ndarray | None = None) -> np.
     elements read were written; a partly written tile (a masked tail tile) may be read as a
     whole, its unwritten elements are NaN (integers 0), and only written data reaches HBM."""
     check_bounds(t, mask, what, call)
+    if STATE.proof is not None:
+        STATE.proof.pending.append(t)  # (the next instruction read it, whatever it records)
     if t._alloc.full:
         return t._values()
     w = written = t._written_mask()
@@ -1315,6 +1332,8 @@ def record(opname: str, engine: str, partitions: int, free: int, dtype_bytes: in
     ins = Instr(opname, engine, line, int(partitions), int(free), int(dtype_bytes),
                 tuple([region(t) for t in reads]), tuple([region(t) for t in writes]), info)
     _note_use(len(STATE.trace), ins.reads + ins.writes)
+    if STATE.proof is not None:
+        STATE.proof.instr(len(STATE.trace), opname, reads, writes, ins.reads, ins.writes, affine_path())
     STATE.trace.append(ins)
     if _SINK:
         _SINK[0].instr(ins)
@@ -1331,6 +1350,31 @@ def current_loop() -> list[int] | None:
         f = STATE.loops[-1]
         return [f[0], f[1], f[2], f[4], int(f[3])]
     return None
+
+
+def accumulation_group(index: int) -> None:
+    """Instruction ``index`` is a matmul whose ``accumulate`` NKI decides (it starts the
+    PSUM tile's group when the tile holds nothing yet and adds to it after): whichever
+    instruction of the group comes first, the tile ends with the same sum, so the reorder
+    proof counts its write as an accumulation."""
+    if STATE.proof is not None:
+        STATE.proof.accumulates(index)
+
+
+def affine_path() -> tuple:
+    """((loop id, iteration), ...) of the affine_range loops around the instruction being
+    recorded, outermost first (the reorder proof's view of where it runs)."""
+    if STATE.remote_loop is not None:
+        return STATE.remote_affine if STATE.remote_loop else ()
+    stack = STATE.loops
+    if not stack:
+        return ()
+    f = stack[-1]
+    key = (f[0], f[2])
+    if STATE.path_key != key:
+        STATE.path_key = key
+        STATE.path = tuple((g[0], g[2]) for g in stack if g[3])
+    return STATE.path
 
 
 def iterate_loop(values: Iterable[int], trip: int, affine: bool, stack: list[list[Any]], ids: Any) -> Iterator[int]:
@@ -1397,17 +1441,19 @@ def check_live_capacity() -> None:
                                file=STATE.kernel_file or "<kernel>", line=ins.line if ins else info[2])
 
 
-def amend(index: int, reads: Iterable[tuple[int, int, int, int, int]] = (),
-          writes: Iterable[tuple[int, int, int, int, int]] = ()) -> None:
-    """Add regions to an instruction already recorded (a result named by ``tile[...] =``,
-    a PSUM accumulation folded into its matmul)."""
+def amend(index: int, reads: Iterable[Tensor] = (), writes: Iterable[Tensor] = ()) -> None:
+    """Add the regions of these views to an instruction already recorded (a result named by
+    ``tile[...] =``, a PSUM accumulation folded into its matmul)."""
     if not STATE.traced:
         return
     if index < 0:
         index += len(STATE.trace)
     ins = STATE.trace[index]
-    reads, writes = tuple(reads), tuple(writes)
+    read_views, write_views = tuple(reads), tuple(writes)
+    reads, writes = tuple([region(t) for t in read_views]), tuple([region(t) for t in write_views])
     _note_use(index, reads + writes)
+    if STATE.proof is not None:
+        STATE.proof.amend(index, read_views, write_views, reads, writes)
     ins.reads += reads
     ins.writes += writes
     if _SINK:

@@ -66,6 +66,18 @@ class RunResult:
     outputs: list[np.ndarray]
     args_after: list[np.ndarray]
     trace: list[Instr] = field(default_factory=list)
+    access_log: Any = None  # with prove_reorder: the run's reorder_proof.AccessLog
+
+    @property
+    def reorder_conflict(self) -> str | None:
+        """With prove_reorder: None when the affine_range iterations provably commute (see
+        reorder_proof), else why that could not be shown; "" when not asked. Computed when
+        first asked (the runner sends the trace's end first)."""
+        if self.access_log is None:
+            return ""
+        if not hasattr(self, "_conflict"):
+            self._conflict = self.access_log.conflict()
+        return self._conflict
 
 
 def _to_host(t: Any, what: str) -> np.ndarray:
@@ -118,19 +130,22 @@ def relaxed_gc() -> Any:
 
 def execute(fn: Callable[..., Any], arrays: Sequence[np.ndarray], *, kernel_file: str = "", reverse_affine: bool = False,
             grid: tuple[int, ...] = (), names: Sequence[str] = (), kwargs: dict[str, Any] | None = None,
-            traced: bool = True) -> RunResult:
+            traced: bool = True, prove_reorder: bool = False) -> RunResult:
     """Run ``fn`` on host ``arrays`` (each becomes an HBM argument) and collect results.
     ``traced=False`` (the reversed-loop run, whose outputs are all that is compared) skips
     the trace's regions and liveness: the result's trace is then empty, and the capacity
-    check over live ranges is left to the traced run of the same kernel."""
+    check over live ranges is left to the traced run of the same kernel. ``prove_reorder``
+    (a traced run) also tries to show that the affine_range iterations commute
+    (``RunResult.reorder_conflict``)."""
     fn = getattr(fn, "func", fn)
     with relaxed_gc():
-        return _execute(fn, arrays, kernel_file, reverse_affine, grid, names, kwargs, traced)
+        return _execute(fn, arrays, kernel_file, reverse_affine, grid, names, kwargs, traced, prove_reorder)
 
 
 def _execute(fn: Callable[..., Any], arrays: Sequence[np.ndarray], kernel_file: str, reverse_affine: bool,
-             grid: tuple[int, ...], names: Sequence[str], kwargs: dict[str, Any] | None, traced: bool) -> RunResult:
-    core.begin_run(kernel_file, reverse_affine, traced)
+             grid: tuple[int, ...], names: Sequence[str], kwargs: dict[str, Any] | None, traced: bool,
+             prove_reorder: bool = False) -> RunResult:
+    core.begin_run(kernel_file, reverse_affine, traced, prove_reorder)
     try:
         # Arrays are HBM tensors; 0-d values and tuples of numbers are compile-time constants.
         args = [_argument(a, names[i] if i < len(names) else f"arg{i}") for i, a in enumerate(arrays)]
@@ -155,7 +170,7 @@ def _execute(fn: Callable[..., Any], arrays: Sequence[np.ndarray], kernel_file: 
                  tuple(e._data if isinstance(e, Tensor) else e for e in a) if isinstance(a, tuple) else
                  np.asarray(arrays[i]).copy()
                  for i, a in enumerate(args)]
-        return RunResult(outputs, after, list(STATE.trace) if STATE.traced else [])
+        return RunResult(outputs, after, list(STATE.trace) if STATE.traced else [], STATE.proof)
     finally:
         core.end_run()
 

@@ -527,6 +527,8 @@ def nc_matmul(dst: Any = None, stationary: Any = None, moving: Any = None, *, is
     _consume(s, m)
     idx = record("nc_matmul", "tensor", k, nfree, max(s.dtype.itemsize, m.dtype.itemsize), [s, m] + ([out] if acc else []), [out],
                  stationary_free=mfree)
+    if accumulate is None and _style() == "new":
+        core.accumulation_group(idx)
     if _style() == "old":
         out._from_te = True
         out._producer = idx
@@ -1636,8 +1638,10 @@ def nc_matmul_mx(dst: Any = None, stationary: Any = None, moving: Any = None, st
         result = _f32(read(out, "dst (accumulate)", call)) + result.reshape(out.shape)
     _write(out, result.reshape(out.shape))
     _consume(s, m, ss, ms)
-    record("nc_matmul", "tensor", s.shape[0], m.shape[1], 1, [s, m, ss, ms] + ([out] if acc else []), [out],
-           stationary_free=s.shape[1])
+    idx = record("nc_matmul", "tensor", s.shape[0], m.shape[1], 1, [s, m, ss, ms] + ([out] if acc else []), [out],
+                 stationary_free=s.shape[1])
+    if accumulate is None:
+        core.accumulation_group(idx)
     return None
 
 

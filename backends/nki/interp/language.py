@@ -469,9 +469,9 @@ def _setitem(target: Tensor, key: Any, value: Any) -> None:
         elif not STATE.traced:
             pass  # (no regions to add: see core.State.traced)
         elif src._producer >= 0:
-            core.amend(src._producer, writes=(core.region(view),))
+            core.amend(src._producer, writes=(view,))
         elif STATE.trace and any(w[0] == src._alloc.id for w in STATE.trace[-1].writes):
-            core.amend(-1, writes=(core.region(view),))
+            core.amend(-1, writes=(view,))
         src._fresh = False
         return
     if isinstance(value, (int, float, np.integer, np.floating)):
@@ -498,14 +498,14 @@ def _inplace(name: str, target: Tensor, value: Any) -> Tensor:
         else:
             target._store(np.where(target._written_mask(), isa._f32(target._values()), np.float32(0)) + add)
         if STATE.traced:
-            core.amend(value._producer, reads=(core.region(target),), writes=(core.region(target),))
+            core.amend(value._producer, reads=(target,), writes=(target,))
         value._fresh = False
         target._fresh = "inplace"
         return target
     result = _binary(name, target, value)
     target._store(read(result, "result", "+=").reshape(target.shape))
     if STATE.traced:
-        core.amend(-1, writes=(core.region(target),))
+        core.amend(-1, writes=(target,))
     target._fresh = "inplace"
     return target
 
