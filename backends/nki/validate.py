@@ -48,10 +48,12 @@ SAFE_BUILTINS = frozenset({
 STRING_METHODS = frozenset({"replace", "join", "split", "strip", "lower", "upper", "startswith", "endswith"})
 # Types ``isinstance(x, T)`` may test (shape and argument checks: ``isinstance(axis, int)``).
 ISINSTANCE_TYPES = frozenset({"int", "float", "bool", "tuple", "list", "slice"})
-# NumPy functions a kernel may call on host numbers (shape arithmetic, as math.prod): on a
-# tile they have no values to read (the kernel's process holds handles), and a host array
-# they make cannot become tile data.
-NUMPY_HOST_CALLS = frozenset({"prod"})
+# NumPy functions a kernel may call on host numbers (shape arithmetic, as math.prod; dtype
+# facts; index arrays, as AWS's pooling kernel builds its windows with np.arange): on a tile
+# they have no values to read (the kernel's process holds handles), and a host array they
+# make becomes tile data only as an index, a mask or an nl.shared_constant, where it is a
+# trace-time constant (the kernel's process never sees an input's values to compute from).
+NUMPY_HOST_CALLS = frozenset({"prod", "dtype", "finfo", "iinfo", "ceil", "floor", "arange"})
 # Exception classes a kernel may raise (``raise ValueError("shape")``), only in ``raise``.
 RAISABLE = frozenset({"ValueError", "AssertionError", "NotImplementedError", "TypeError", "RuntimeError"})
 # Attributes of values (tiles, tensors, dtypes, index grids) a kernel may read.
@@ -86,6 +88,9 @@ OPERATOR_NAMES = frozenset({"add", "sub", "mul", "truediv", "floordiv", "mod", "
 class Issue:
     line: int  # 1-based line in the file
     message: str
+    # "compiler": code the Neuron compiler refuses (tracer_rules), which holds for the user's
+    # own file too; "allowlist": outside the subset an LLM's rewrite may use
+    rule: str = "allowlist"
 
 
 # ---------------------------------------------------------------------------- the API tree
@@ -222,11 +227,11 @@ class Validator:
         self.style: set[str] = set()
 
     # -- reporting ----------------------------------------------------------------------
-    def issue(self, node: ast.AST, message: str) -> None:
+    def issue(self, node: ast.AST, message: str, rule: str = "allowlist") -> None:
         key = (getattr(node, "lineno", 0), message)
         if key not in self._seen:
             self._seen.add(key)
-            self.issues.append(Issue(getattr(node, "lineno", 0), message))
+            self.issues.append(Issue(getattr(node, "lineno", 0), message, rule))
 
     # -- module level -------------------------------------------------------------------
     def run(self) -> list[Issue]:
@@ -492,10 +497,10 @@ class FunctionChecker:
                 a = node.args
                 self.locals.update(x.arg for x in a.posonlyargs + a.args + a.kwonlyargs + [y for y in (a.vararg, a.kwarg) if y])
 
-    def issue(self, node: ast.AST, msg: str) -> None:
+    def issue(self, node: ast.AST, msg: str, rule: str = "allowlist") -> None:
         if self.fn.name != self.v.kernel:
             msg = f"in `{self.fn.name}` (called from the kernel, so held to the same rules): {msg}"
-        self.v.issue(node, msg)
+        self.v.issue(node, msg, rule)
 
     def run(self) -> None:
         for name in self.locals:
@@ -508,11 +513,11 @@ class FunctionChecker:
             # The older compiler's tracer rules (NKI 0.7+ unrolls Python loops and resolves
             # branches while specializing): see tracer_rules.
             for use, message in out_of_scope_uses(self.fn, self._nki_function):
-                self.issue(use, message)
+                self.issue(use, message, "compiler")
             for part, message in variable_size_slices(self.fn, self._nki_function):
-                self.issue(part, message)
+                self.issue(part, message, "compiler")
             for node, message in mixed_indexing(self.fn, self._nki_function):
-                self.issue(node, message)
+                self.issue(node, message, "compiler")
 
     def _nki_function(self, func: ast.expr) -> str | None:
         """The nki.language / nki.isa function a callee names (``"load"``), else None."""

@@ -270,3 +270,50 @@ def test_seed_budget_checks_a_large_problem_on_fewer_input_sets(tmp_path):
     assert backend.harness._oracles[problem.content_hash()].seeds == (0,)
     assert good.verdict == Verdict.CORRECT and "Checked on 1 of 3 random input sets" in good.feedback
     assert bad.verdict == Verdict.INCORRECT
+
+
+CONFIGURED = '''import numpy as np
+from dataclasses import dataclass
+import nki
+import nki.isa as nisa
+import nki.language as nl
+
+
+@dataclass(frozen=True)
+class Tiling:
+    tile_size: int
+
+
+TILING = Tiling(128)
+
+
+@nki.jit
+def scaled(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(a.shape[0] // TILING.tile_size):
+        x = nl.ndarray((TILING.tile_size, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=x, src=a[i * TILING.tile_size:(i + 1) * TILING.tile_size, :])
+        y = nl.ndarray((TILING.tile_size, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.tensor_scalar(dst=y, data=x, op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=out[i * TILING.tile_size:(i + 1) * TILING.tile_size, :], src=y)
+    return out
+
+
+def get_inputs(rng):
+    return [rng.standard_normal((256, 64)).astype(np.float32)]
+'''
+
+
+def test_the_original_file_is_the_users_code_and_skips_the_allowlist(tmp_path):
+    """``autocomp eval FILE`` on a kernel written the way AWS's reference kernels are (a
+    configuration dataclass read inside the kernel, which the allowlist refuses in an LLM's
+    rewrite): the original's own text is the user's code, run trusted by the oracle, so it is
+    rated; the same kernel as any other text is a candidate and is checked."""
+    path = tmp_path / "configured.py"
+    path.write_text(CONFIGURED)
+    backend = get_backend("nki", {"timeout": 20, "seeds": [0]})
+    problem = backend.make_problem(str(path), CONFIGURED)
+    (ev,) = asyncio.run(backend.evaluate(problem, [problem.code]))
+    assert ev.verdict is Verdict.CORRECT, ev.feedback
+    (copy,) = asyncio.run(backend.evaluate(problem, [problem.code.replace("return out", "return out  # copy")]))
+    assert copy.verdict is Verdict.REJECTED and ".tile_size" in copy.feedback, copy.feedback

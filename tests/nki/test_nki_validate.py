@@ -316,3 +316,24 @@ def test_a_name_defined_nowhere_is_left_to_python():
     line runs. Builtins outside the subset stay refused."""
     code = "@nki.jit\ndef k(a, b, opt=None):\n    if opt is not None:\n        a = reshape_all(a)\n    return a\n"
     assert issues(code) == []
+
+
+def test_host_numpy_for_shapes_dtypes_and_index_arrays():
+    """AWS's samples size tiles with np.dtype(...).itemsize and np.ceil, take limits from
+    np.finfo and build pooling windows from np.arange: host values, allowed (what they could
+    do to a tile is in tests/security: nothing)."""
+    assert issues('''
+        @nki.jit
+        def k(a):
+            size = np.dtype(a.dtype).itemsize
+            low = np.finfo(np.float32).min + np.iinfo(np.int32).max
+            tiles = int(np.ceil(a.shape[0] / TILE)) + int(np.floor(a.shape[1] / 2))
+            starts = (np.arange(4, dtype=np.int32) * a.shape[0]) // 4
+            return a
+        ''') == []
+    assert any("`np.cumsum` is not allowed" in m for _, m in issues('''
+        @nki.jit
+        def k(a):
+            x = np.cumsum(a)
+            return a
+        '''))

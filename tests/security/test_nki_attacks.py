@@ -1086,6 +1086,36 @@ async def test_nki_attack_host_builtins_read_no_tile_values(hostile, target, hon
     assert "read " not in ev.feedback or "<nki tensor" in ev.feedback, ev.feedback
 
 
+@pytest.mark.parametrize("read", ["np.ceil(first)", "np.dtype(first)", "np.finfo(first)", "np.arange(first)"])
+async def test_nki_attack_host_numpy_reads_no_tile_values(hostile, target, honest, read):
+    """np.dtype, np.finfo, np.iinfo, np.ceil, np.floor and np.arange are allowed on host
+    values (AWS's samples size tiles and build index windows with them). The attack applies
+    them to a loaded tile to pull its values into host Python. Beaten by construction: the
+    kernel's process holds a handle with no values (what comes back is an error, or facts
+    of the tile's dtype, which ``first.dtype`` says anyway)."""
+    code = kernel(before=f'''    first = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=first, src=a[0:128, :])
+    peek = {read}
+    raise ValueError("read %r" % (peek,))
+''')
+    ev = await attack(hostile, target, honest, code)
+    assert ev.verdict is not Verdict.CORRECT
+    assert "read " not in ev.feedback or "read dtype('float32')" in ev.feedback or "read finfo(" in ev.feedback, ev.feedback
+
+
+async def test_nki_attack_host_array_as_tile_data(hostile, target, honest):
+    """An array made on the host with np.arange handed to an instruction as its data, to
+    write host-made values into the output. Beaten by the interpreter's request check: host
+    arrays travel only as an index, a mask or an nl.shared_constant, so the instruction is
+    refused at run time."""
+    code = kernel(before='''    host = np.arange(a.shape[1], dtype=np.float32)
+    t = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=t, src=host)
+''')
+    ev = await attack(hostile, target, honest, code)
+    assert ev.verdict is Verdict.RUNTIME_ERROR and "a host array can only index a tile" in ev.feedback, ev.feedback
+
+
 async def test_nki_attack_operator_and_functools_reach_no_attributes(hostile, target, honest):
     """functools.reduce and operator's arithmetic are allowed for shape arithmetic
     (``reduce(mul, shape, 1)``, as Autocomp's cumsum does). The attack takes the rest of those
