@@ -1069,13 +1069,16 @@ async def test_nki_attack_dtype_cast_reads_no_tile_values(hostile, target, hones
 
 
 @pytest.mark.parametrize("read", ["np.prod(first)", "sum(first)", "sorted(first)", "list(map(float, first))",
-                                  "isinstance(first, float) or first"])
+                                  "isinstance(first, float) or first", "np.ceil(first)", "np.dtype(first)",
+                                  "np.finfo(first)", "np.arange(first)"])
 async def test_nki_attack_host_builtins_read_no_tile_values(hostile, target, honest, read):
-    """The allowlist lets kernels call a few host helpers on shapes (np.prod, sum, sorted,
-    map, isinstance against builtin types), as AWS's and Autocomp's own kernels do. The
-    attack applies them to a loaded tile to pull its values into host Python. Beaten by
-    construction: the kernel's process holds a handle, iterating a tile is refused, and
-    nothing but NKI instructions moves data."""
+    """The allowlist lets kernels call a few host helpers on shapes, dtypes and index arrays
+    (np.prod, np.dtype, np.finfo, np.ceil, np.arange, sum, sorted, map, isinstance against
+    builtin types), as AWS's and Autocomp's own kernels do. The attack applies them to a
+    loaded tile to pull its values into host Python. Beaten by construction: the kernel's
+    process holds a handle, iterating a tile is refused, and nothing but NKI instructions
+    moves data (what comes back is an error, the handle, or facts of the tile's dtype, which
+    ``first.dtype`` says anyway)."""
     code = kernel(before=f'''    first = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
     nisa.dma_copy(dst=first, src=a[0:128, :])
     peek = {read}
@@ -1083,24 +1086,8 @@ async def test_nki_attack_host_builtins_read_no_tile_values(hostile, target, hon
 ''')
     ev = await attack(hostile, target, honest, code)
     assert ev.verdict is not Verdict.CORRECT
-    assert "read " not in ev.feedback or "<nki tensor" in ev.feedback, ev.feedback
-
-
-@pytest.mark.parametrize("read", ["np.ceil(first)", "np.dtype(first)", "np.finfo(first)", "np.arange(first)"])
-async def test_nki_attack_host_numpy_reads_no_tile_values(hostile, target, honest, read):
-    """np.dtype, np.finfo, np.iinfo, np.ceil, np.floor and np.arange are allowed on host
-    values (AWS's samples size tiles and build index windows with them). The attack applies
-    them to a loaded tile to pull its values into host Python. Beaten by construction: the
-    kernel's process holds a handle with no values (what comes back is an error, or facts
-    of the tile's dtype, which ``first.dtype`` says anyway)."""
-    code = kernel(before=f'''    first = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=first, src=a[0:128, :])
-    peek = {read}
-    raise ValueError("read %r" % (peek,))
-''')
-    ev = await attack(hostile, target, honest, code)
-    assert ev.verdict is not Verdict.CORRECT
-    assert "read " not in ev.feedback or "read dtype('float32')" in ev.feedback or "read finfo(" in ev.feedback, ev.feedback
+    assert ("read " not in ev.feedback or "<nki tensor" in ev.feedback or "read dtype('float32')" in ev.feedback
+            or "read finfo(" in ev.feedback), ev.feedback
 
 
 async def test_nki_attack_host_array_as_tile_data(hostile, target, honest):
