@@ -47,8 +47,8 @@ from autocomp.backends.base import BackendError
 from autocomp.backends.nki.cost import Estimate, estimate
 from autocomp.backends.nki.interp.core import dtype_name
 from autocomp.backends.nki.portable import pack_arrays, same_bytes
-from autocomp.backends.nki.static import check_candidate
 from autocomp.backends.nki.reorder_proof import proof_may_stand
+from autocomp.backends.nki.static import check_candidate
 from autocomp.scratch import ScratchRoot
 from autocomp.backends.nki.trace import Instr, region_from_json
 from autocomp.backends.nki.trace_wire import LINE_START as WIRE_LINE_START, TAG as WIRE_TAG, Decoder
