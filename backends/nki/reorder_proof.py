@@ -39,6 +39,10 @@ ACCUMULATING = frozenset({"nc_matmul", "dma_copy"})
 # Pairs of overlapping accesses compared before the proof gives up (then the reversed run
 # decides): a bound on the proof's own time for kernels whose accesses all overlap.
 MAX_COMPARISONS = 2_000_000
+# Accesses logged before the proof gives up (then the reversed run decides): a bound on its
+# memory, about 150 bytes an access, for traces far longer than the published shapes' 100k
+# instructions (3 accesses an instruction).
+MAX_ROWS = 3_000_000
 
 
 class AccessLog:
@@ -57,6 +61,7 @@ class AccessLog:
         self.paths: dict[int, tuple] = {}  # instruction index -> loop path (for amendments)
         self.ops: dict[int, str] = {}
         self.unprovable: str | None = None
+        self.logged = 0
         # Views whose values the interpreter read since the last instruction was recorded
         # (core.read): they join that instruction's reads, so an operand an instruction
         # forgets to list is still seen.
@@ -73,8 +78,14 @@ class AccessLog:
         pending = self.pending
         if pending:
             self.pending = []
-        if not path:
+        if not path or self.unprovable is not None:
             return  # outside every affine_range loop: ordered against everything
+        self.logged += len(reads) + len(writes)
+        if self.logged > MAX_ROWS:
+            self.give_up("too many accesses to prove independence")
+            self.rows.clear()
+            self.paths.clear()
+            return
         self.paths[index] = path
         self.ops[index] = op
         self._log(index, op, read_tensors, write_tensors, reads, writes, path, pending)

@@ -331,3 +331,22 @@ def test_a_real_dependency_is_left_to_the_reversed_run(tmp_path):
     _, extra, data = runs[-1]
     assert extra["reorder_proof"]  # offered, found the dependency, and the reversed run spoke
     assert data["error"]["stage"] == "reorder"
+
+
+def test_the_log_gives_up_past_its_bound(rng, monkeypatch):
+    """A trace far longer than any published shape's: the proof stops logging (its memory
+    is bounded) and leaves the decision to the reversed run."""
+    from autocomp.backends.nki import reorder_proof
+
+    monkeypatch.setattr(reorder_proof, "MAX_ROWS", 10)
+
+    @nki.jit
+    def copy(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(a.shape[0] // 128):
+            t = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=t, src=a[i * 128:(i + 1) * 128, :])
+            nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=t)
+        return out
+
+    assert "too many accesses" in proved(copy, rng.standard_normal((1024, 8)).astype(np.float32))
