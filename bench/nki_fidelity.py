@@ -17,6 +17,14 @@ The trajectories are not ours to commit: pass a local checkout of ucb-bar/autoco
 
     python bench/nki_fidelity.py /path/to/ucb-bar/autocomp [--only gemm] [--timeout 120]
 
+With ``--neuron-docs SDK`` (a local checkout of aws-neuron/aws-neuron-sdk at a commit whose NKI
+tutorials still print their measurement tables, e.g. 61e24fff of November 2025) it also runs
+AWS's own tutorial kernels at the shapes AWS measured them and prints the estimate next to the
+published latency (see DOC_SERIES): the matrix-multiplication tutorial's four kernels and the
+fused-Mamba tutorial's three. The checkout can also be the only source::
+
+    python bench/nki_fidelity.py --neuron-docs /path/to/aws-neuron-sdk
+
 Each step runs in its own process (a crashed or slow step is reported, not fatal). A step whose
 published text is itself damaged (characters lost mid-line in the published file: it does not
 parse, uses a name it never assigns, or has a statement merged into a comment; 1_gemm's steps
@@ -37,6 +45,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 HEADERS = {
     "old": "import numpy as np\nimport math\nimport neuronxcc.nki as nki\nimport neuronxcc.nki.isa as nisa\n"
@@ -56,6 +65,46 @@ SHAPES = {
 }
 KWARGS = {"4_conv1d": "{'padding': ((0, 0), (1, 1))}"}
 
+_MATMUL_ARGS = "[np.zeros((8192, 4096), ml_dtypes.bfloat16), np.zeros((8192, 8192), ml_dtypes.bfloat16)]"
+
+
+def _mamba_args(seq_len: int, channels: int = 4096) -> str:
+    """The inputs of the Mamba tutorial's perf mode (batch 1, state_size 16, float32)."""
+    return (f"[np.ones((1, {channels}, {seq_len}), np.float32), np.ones((1, {channels}, {seq_len}), np.float32), "
+            f"-np.ones(({channels}, 16), np.float32), np.ones((1, 16, {seq_len}), np.float32), "
+            f"np.ones((1, 16, {seq_len}), np.float32)]")
+
+
+# Latencies AWS published for its own NKI tutorial kernels on trn1 (aws-neuron/aws-neuron-sdk,
+# read, not copied): (series, kernel file, the rst that prints the figure, the text that figure
+# appears as there, [(kernel function, inputs, measured ms, label)]). Each series is one shape
+# and one measurement campaign, so it is ranked like a trajectory.
+_MM = "nki/examples/matrix_multiplication/matrix_multiplication_nki_kernels.py"
+_MM_RST = "nki/tutorials/matrix_multiplication.rst"
+_MAMBA = "nki/examples/fused_mamba/mamba_nki_kernels.py"
+_MAMBA_RST = "nki/tutorials/fused_mamba.rst"
+DOC_SERIES: list[tuple[str, str, str, list[tuple[str, str, float, str]]]] = [
+    # "Latency (ms)" table, [4096,8192] @ [8192,8192] bf16 on trn1.32xlarge.
+    ("docs_matmul", _MM, _MM_RST, [
+        ("nki_matmul_tiled_", _MATMUL_ARGS, 51.80, "Original Tiled"),
+        ("nki_matmul_hoist_load_", _MATMUL_ARGS, 42.96, "Optimization 1"),
+        ("nki_matmul_block_free_dimension_", _MATMUL_ARGS, 22.07, "Optimization 2"),
+        ("nki_matmul_fully_optimized_", _MATMUL_ARGS, 6.97, "Optimization 3"),
+    ]),
+    # Prose: "2.34 ms" (mamba_v1, 4K channels, seq_len 512), "1.61 ms" (mamba_v2, the loop
+    # reordering that stops reloading u and delta).
+    ("docs_mamba_reorder", _MAMBA, _MAMBA_RST, [
+        ("mamba_v1", _mamba_args(512), 2.34, "**2.34 ms**"),
+        ("mamba_v2", _mamba_args(512), 1.61, "**1.61 ms**"),
+    ]),
+] + [
+    # The seq_len scaling table (4K channels): mamba_v2 against mamba_v3 (seq_len tiled by 512).
+    (f"docs_mamba_seq{n}", _MAMBA, _MAMBA_RST, [
+        ("mamba_v2", _mamba_args(n), v2, f"- {v2}"),
+        ("mamba_v3", _mamba_args(n), v3, f"- {v3}"),
+    ]) for n, v2, v3 in ((512, 1.6, 1.6), (1024, 4.4, 3.3), (2048, 8.9, 6.6), (4096, 17.6, 13.3), (8192, 52.2, 27.8))
+]
+
 CHILD = r'''
 import json, sys, time
 import numpy as np, ml_dtypes
@@ -69,7 +118,7 @@ spec.loader.exec_module(mod)
 rng = np.random.default_rng(0)
 args = ARGS
 t0 = time.time()
-res = execute(mod.test, args, kernel_file=sys.argv[1], kwargs=KW)
+res = execute(getattr(mod, FUNC), args, kernel_file=sys.argv[1], kwargs=KW)
 t1 = time.time()
 est = estimate(res.trace)
 t2 = time.time()
@@ -189,14 +238,18 @@ def _statement_in_comment(code: str) -> str:
     return ""
 
 
-def run_step(name: str, code: str, timeout: float, traces: str = "") -> dict:
-    """Run one step in a child process; with ``traces`` (a folder), keep its instruction trace
-    there keyed by the step's code, and on a later call only re-estimate the kept trace."""
+def run_step(name: str, code: str, timeout: float, traces: str = "", args: str | None = None,
+             func: str = "test", header: bool = True) -> dict:
+    """Run one step in a child process: ``func`` of ``code`` (prefixed with the older API's
+    imports when ``header``) on ``args`` (Python source; the trajectory's published shapes by
+    default). With ``traces`` (a folder), keep its instruction trace there keyed by the step,
+    and on a later call only re-estimate the kept trace."""
+    args = SHAPES[name] if args is None else args
     cached = None
     if traces:
         import hashlib
         Path(traces).mkdir(parents=True, exist_ok=True)
-        key = hashlib.sha256((name + "\0" + code + "\0" + SHAPES[name]).encode()).hexdigest()[:20]
+        key = hashlib.sha256((name + "\0" + code + "\0" + args + "\0" + func).encode()).hexdigest()[:20]
         cached = Path(traces) / f"{name}-{key}.json"
         if cached.exists():
             from autocomp.backends.nki.cost import estimate
@@ -208,9 +261,10 @@ def run_step(name: str, code: str, timeout: float, traces: str = "") -> dict:
                     "estimate_s": time.time() - t0, "wall_s": time.time() - t0, "cached": True}
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / f"{name}.py"
-        path.write_text(HEADERS["old"] + code, encoding="utf-8")
+        path.write_text((HEADERS["old"] if header else "") + code, encoding="utf-8")
         child = Path(d) / "child.py"
-        child.write_text(CHILD.replace("ARGS", SHAPES[name]).replace("KW", KWARGS.get(name, "None")), encoding="utf-8")
+        child.write_text(CHILD.replace("ARGS", args).replace("KW", KWARGS.get(name, "None"))
+                         .replace("FUNC", repr(func)), encoding="utf-8")
         t0 = time.time()
         try:
             env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")  # steps may run side by side
@@ -226,20 +280,42 @@ def run_step(name: str, code: str, timeout: float, traces: str = "") -> dict:
         return res
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("autocomp", help="local checkout of ucb-bar/autocomp")
-    ap.add_argument("--only", default="", help="run trajectories whose name contains this")
-    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per step")
-    ap.add_argument("--json", default="", help="also write the results here")
-    ap.add_argument("--traces", default="", help="folder to keep each step's trace in; steps whose trace is kept "
-                    "there are only re-estimated (for trying cost-model parameters); run s is then 0")
-    a = ap.parse_args()
-    files = sorted(Path(a.autocomp).glob("examples/trn-*/*_trace.py"))
+def _print_row(i: Any, ms: float, r: dict, label: str = "") -> float | None:
+    """One step's line; its estimate in ms, or None when it did not run."""
+    if "error" in r:
+        print(f"{i:>4} {ms:>12.3f} {'-':>12} {'-':>7}  {'not runnable' if r.get('published_defect') else 'error'}: "
+              f"{r['error']}  {label}")
+        return None
+    est_ms = r["us"] / 1000
+    print(f"{i:>4} {ms:>12.3f} {est_ms:>12.3f} {est_ms / ms:>7.2f} {r['instructions']:>8} {r['run_s']:>7.1f} "
+          f"{r['estimate_s']:>6.2f}  {label}")
+    return est_ms
+
+
+def _series_line(name: str, rows: list[tuple[float, float | None, dict]]) -> str:
+    """Spearman, direction right and within 2x of one series of steps."""
+    ok = [(m, e) for m, e, _ in rows if e is not None]
+    if len(ok) < 2:
+        return f"{name}: ran {len(ok)}/{len(rows)}"
+    meas, est = [m for m, _ in ok], [e for _, e in ok]
+    rho = spearman(est, meas)
+    d_ok, d_n = direction_right(est, meas)
+    w2 = sum(1 for m, e in ok if 0.5 <= e / m <= 2.0)
+    rho_text = "n/a (2 steps)" if len(ok) == 2 else f"{rho:.2f}"
+    return (f"{name}: ran {len(ok)}/{len(rows)}  Spearman {rho_text}  direction right {d_ok}/{d_n} "
+            f"({100 * d_ok / max(d_n, 1):.0f}%)  within 2x {w2}/{len(ok)} ({100 * w2 / len(ok):.0f}%)")
+
+
+_HEAD = f"{'step':>4} {'measured ms':>12} {'estimate ms':>12} {'ratio':>7} {'instr':>8} {'run s':>7} {'est s':>6}"
+
+
+def autocomp_series(root: Path, a: argparse.Namespace, everything: dict) -> list[str]:
+    """Autocomp's published trajectories; one summary line each."""
+    files = sorted(root.glob("examples/trn-*/*_trace.py"))
     if not files:
-        print(f"no examples/trn-*/*_trace.py under {a.autocomp}", file=sys.stderr)
-        return 2
-    summary, everything, measured = [], {}, {}
+        raise SystemExit(f"no examples/trn-*/*_trace.py under {root}")
+    summary: list[str] = []
+    measured: dict[str, list[float]] = {}
     for f in files:
         name = f.name[: -len("_trace.py")]
         if a.only and a.only not in name:
@@ -249,32 +325,15 @@ def main() -> int:
             continue
         steps = trajectory(f)
         print(f"\n== {f.parent.name}/{name}: {len(steps)} steps (cycles (nki estimate), confirmed: false)")
-        print(f"{'step':>4} {'measured ms':>12} {'estimate ms':>12} {'ratio':>7} {'instr':>8} {'run s':>7} {'est s':>6}")
+        print(_HEAD)
         rows = []
         for i, (code, ms) in enumerate(steps):
             defect = published_defect(code, "")
             r = {"error": defect, "published_defect": True} if defect else run_step(name, code, a.timeout, a.traces)
             if "error" in r and not defect and published_defect(code, r["error"]):
                 r = {"error": published_defect(code, r["error"]) + f" [{r['error'][:60]}]", "published_defect": True}
-            if "error" in r:
-                print(f"{i:>4} {ms:>12.3f} {'-':>12} {'-':>7}  {'not runnable' if r.get('published_defect') else 'error'}: "
-                      f"{r['error']}")
-                rows.append((ms, None, r))
-                continue
-            est_ms = r["us"] / 1000
-            print(f"{i:>4} {ms:>12.3f} {est_ms:>12.3f} {est_ms / ms:>7.2f} {r['instructions']:>8} {r['run_s']:>7.1f} "
-                  f"{r['estimate_s']:>6.2f}")
-            rows.append((ms, est_ms, r))
-        ok = [(m, e) for m, e, _ in rows if e is not None]
-        if len(ok) >= 2:
-            meas, est = [m for m, _ in ok], [e for _, e in ok]
-            rho = spearman(est, meas)
-            d_ok, d_n = direction_right(est, meas)
-            w2 = sum(1 for m, e in ok if 0.5 <= e / m <= 2.0)
-            line = (f"{name}: ran {len(ok)}/{len(rows)}  Spearman {rho:.2f}  direction right {d_ok}/{d_n} "
-                    f"({100 * d_ok / max(d_n, 1):.0f}%)  within 2x {w2}/{len(ok)} ({100 * w2 / len(ok):.0f}%)")
-        else:
-            line = f"{name}: ran {len(ok)}/{len(rows)}"
+            rows.append((ms, _print_row(i, ms, r), r))
+        line = _series_line(name, rows)
         corrupt = sum(1 for _, e, r in rows if e is None and r.get("published_defect"))
         if corrupt:
             line += f"  [{corrupt} published step(s) corrupt in the file, not runnable as published]"
@@ -285,6 +344,57 @@ def main() -> int:
         print(line)
         summary.append(line)
         everything[name] = [{"measured_ms": m, "estimate_ms": e, **r} for m, e, r in rows]
+    return summary
+
+
+def docs_series(root: Path, a: argparse.Namespace, everything: dict) -> list[str]:
+    """AWS's tutorial kernels at the shapes AWS measured them (DOC_SERIES); each published
+    figure is first checked to be in the checkout's tutorial text, so a checkout whose
+    tutorials no longer print it is refused rather than compared with numbers it lacks."""
+    summary: list[str] = []
+    for name, kernels, rst, steps in DOC_SERIES:
+        if a.only and a.only not in name:
+            continue
+        kpath, rpath = root / kernels, root / rst
+        if not kpath.is_file() or not rpath.is_file():
+            raise SystemExit(f"{root} has no {kernels} or {rst}: pass a checkout of aws-neuron/aws-neuron-sdk")
+        text = rpath.read_text(encoding="utf-8")
+        missing = [label for _, _, _, label in steps if label not in text]
+        if missing:
+            raise SystemExit(f"{rpath} does not print {missing}: check out a commit whose tutorials still carry "
+                             "the measurement tables (e.g. 61e24fff, November 2025)")
+        code = kpath.read_text(encoding="utf-8")
+        print(f"\n== aws-neuron-sdk/{name}: {len(steps)} kernels ({rst}; cycles (nki estimate), confirmed: false)")
+        print(_HEAD + "  kernel")
+        rows = []
+        for i, (func, args, ms, _) in enumerate(steps):
+            r = run_step(name, code, a.timeout, a.traces, args=args, func=func, header=False)
+            rows.append((ms, _print_row(i, ms, r, func), r))
+        line = _series_line(name, rows)
+        print(line)
+        summary.append(line)
+        everything[name] = [{"kernel": f, "measured_ms": m, "estimate_ms": e, **r}
+                            for (f, _, _, _), (m, e, r) in zip(steps, rows)]
+    return summary
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("autocomp", nargs="?", default="", help="local checkout of ucb-bar/autocomp")
+    ap.add_argument("--neuron-docs", default="", help="local checkout of aws-neuron/aws-neuron-sdk whose NKI "
+                    "tutorials print their measurements (e.g. commit 61e24fff): also rank AWS's tutorial kernels")
+    ap.add_argument("--only", default="", help="run trajectories whose name contains this")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per step")
+    ap.add_argument("--json", default="", help="also write the results here")
+    ap.add_argument("--traces", default="", help="folder to keep each step's trace in; steps whose trace is kept "
+                    "there are only re-estimated (for trying cost-model parameters); run s is then 0")
+    a = ap.parse_args()
+    if not a.autocomp and not a.neuron_docs:
+        ap.error("pass a checkout of ucb-bar/autocomp, --neuron-docs CHECKOUT, or both")
+    everything: dict = {}
+    summary = autocomp_series(Path(a.autocomp), a, everything) if a.autocomp else []
+    if a.neuron_docs:
+        summary += docs_series(Path(a.neuron_docs), a, everything)
     print("\nSummary (estimate: cycles (nki estimate), confirmed: false)")
     for line in summary:
         print("  " + line)

@@ -144,6 +144,7 @@ class KernelProcess:
         # as {"ix": n}: read-only, with their bounds known (core.frozen_index_array), so
         # every use shares one array and its index check costs nothing.
         self.index_arrays: dict[int, np.ndarray] = {}
+        self.range_arrays: dict[tuple, np.ndarray] = {}  # range forms seen this run (see _range_array)
         self.index_elements = 0
         self.queue: collections.deque[dict[str, Any]] = collections.deque()  # the rest of a batch
         self.batched = False  # whether the message in hand came inside a batch
@@ -222,6 +223,7 @@ class KernelProcess:
         self.handles.clear()  # nothing from an earlier call stays reachable
         self.index_arrays.clear()
         self.index_elements = 0
+        self.range_arrays.clear()
         self.queue.clear()
         self.failure = None
         self._send({"cmd": "run", "args": [self._encode(a) for a in args],
@@ -423,6 +425,31 @@ class KernelProcess:
             return {"L": [self._encode(e) for e in x]}
         raise TypeError(f"the interpreter cannot hand a {type(x).__name__} to kernel code")
 
+    def _range_array(self, x: dict[str, Any]) -> np.ndarray:
+        """The read-only array a range form names, checked for form and size first; the same
+        form gives the same array for the whole run (one bounds entry, not one per use)."""
+        form, shape, name = x.get("rg"), x.get("shape"), x.get("dtype")
+        if (type(form) is not list or len(form) != 2 or not all(type(v) is int for v in form)
+                or type(shape) is not list or not shape or not all(type(s) is int and s > 0 for s in shape)
+                or type(name) is not str):
+            raise ValueError("bad range form")
+        first, axis = form
+        if not 0 <= axis < len(shape):
+            raise ValueError("bad range form")
+        dt = np.dtype(name)
+        if dt.kind not in "iu" or math.prod(shape) > MAX_INDEX_ELEMENTS:
+            raise core.fail("bad-operand", "index arrays hold integers or booleans")
+        info = np.iinfo(dt)
+        if not (info.min <= first and first + shape[axis] - 1 <= info.max):
+            raise ValueError("bad range form")
+        key = (first, axis, tuple(shape), dt.str)
+        arr = self.range_arrays.get(key)
+        if arr is None:
+            if len(self.range_arrays) >= INDEX_CACHE_ENTRIES:
+                self.range_arrays.clear()
+            arr = self.range_arrays[key] = core.frozen_range_array(first, axis, tuple(shape), dt)
+        return arr
+
     def _decode(self, x: Any, arrays: bool = False) -> Any:
         if type(x) is not dict:
             if x is None or isinstance(x, (bool, int, float, str)):
@@ -483,6 +510,11 @@ class KernelProcess:
                     raise ValueError("bad buffer base address")
                 return core.buffer_with_tiles(str(buf), tiles, base, traced=False)
             return buf
+        if "rg" in x:  # an index array given as a range along one axis (tracer.range_form)
+            if not arrays:
+                raise core.fail("bad-operand", "a host array can only index a tile (t[...]), be a mask= or an iota "
+                                "expression; tile data comes from NKI instructions")
+            return self._range_array(x)
         if "nd" in x or "ix" in x:
             if not arrays:
                 raise core.fail("bad-operand", "a host array can only index a tile (t[...]), be a mask= or an iota "

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 
 READ, WRITE, ACC = 0, 1, 2
 # Instructions whose read-and-write of one region is an addition into it (they commute with
@@ -123,8 +122,6 @@ class AccessLog:
                     kind = READ
                 else:
                     kind = ACC if acc and r in reads else WRITE
-                if t._key is not None:
-                    r = _exact(t, r)
                 alloc, p0, p1, f0, f1 = r
                 geometry = _geometry(t, r) if alloc < 0 else None  # (negative ids: HBM)
                 rows = rows_of.get(alloc)
@@ -163,42 +160,6 @@ class AccessLog:
         return None
 
 
-def _box_key(t: Any) -> tuple | None:
-    """Basic slicing that covers what a view made with index arrays selects (AWS's
-    tutorials index every tile with nl.arange expressions): each integer array becomes the
-    slice from its least to its greatest value, a superset of what it selects, so regions
-    made from it are never too small. None when the view was not made with index arrays
-    or holds anything else."""
-    key = t._key
-    if key is None or type(key) is not tuple or len(key) != t._data.ndim:
-        return None
-    basic = getattr(t, "_basic", None)
-    if basic is not None:
-        return basic[0]
-    out: list[Any] = []
-    for k in key:
-        if isinstance(k, (int, np.integer)):
-            out.append(int(k))
-        elif isinstance(k, slice):
-            out.append(k)
-        elif isinstance(k, np.ndarray) and k.dtype.kind in "iu" and k.size:
-            out.append(slice(int(k.min()), int(k.max()) + 1))
-        else:
-            return None
-    return tuple(out)
-
-
-def _exact(t: Any, region: tuple) -> tuple:
-    """The region of a view made with index arrays, from :func:`_box_key` (the trace counts
-    such a view as the whole allocation; the proof needs the bytes it names)."""
-    key = _box_key(t)
-    if key is None:
-        return region
-    from autocomp.backends.nki.interp.core import Tensor, region as region_of
-
-    return region_of(Tensor(t._alloc, t._data[key], t._written[key], None))
-
-
 def _geometry(t: Any, region: tuple) -> Any:
     """For a view of an HBM tensor that is not the whole tensor: (shape, strides, the
     tensor's shape, item size), from which :func:`_box` makes its exact box."""
@@ -206,7 +167,9 @@ def _geometry(t: Any, region: tuple) -> Any:
         return None  # on-chip: partitions x bytes is already a box
     data = t._data
     if t._key is not None:
-        key = _box_key(t)
+        from autocomp.backends.nki.interp.core import basic_key
+
+        key = basic_key(t)
         if key is None:
             return None
         data = data[key]

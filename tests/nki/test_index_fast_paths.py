@@ -74,9 +74,20 @@ def test_views_of_frozen_ranges_read_write_and_measure_as_advanced_indexing():
                 reference[key] = new
                 view._store(new)
                 np.testing.assert_array_equal(tile._data, reference)
-                # The cost model's region still follows the index arrays (the whole tile).
-                assert core.region(view) == (tile._alloc.id, 0, tile._alloc._phys.shape[0], 0,
-                                             int(tile._alloc._phys.nbytes))
+                # The cost model's region covers every element the index arrays select
+                # (partition-major bytes), and is that of the basic slicing when there is one.
+                alloc_id, p0, p1, f0, f1 = core.region(view)
+                pos = np.arange(tile._data.size).reshape(shape)[key]
+                per_partition = tile._data.size // shape[0]
+                if pos.size:
+                    assert alloc_id == tile._alloc.id
+                    assert p0 <= (pos // per_partition).min() and (pos // per_partition).max() < p1, key
+                    byte = (pos % per_partition) * 4
+                    assert f0 <= byte.min() and byte.max() + 4 <= f1, key
+                if view._basic is not None:
+                    basic = view._basic[0]
+                    assert core.region(view) == core.region(core.Tensor(tile._alloc, tile._data[basic],
+                                                                        tile._written[basic], None))
             assert basic_seen > 20, shape  # the fast path is taken, not only the general one
     finally:
         core.end_run()
@@ -91,15 +102,30 @@ def test_range_axis_recognises_only_unit_step_ranges():
     assert core._range_axis(np.arange(6).reshape(2, 3), 0, 5) is None
 
 
-def test_unfrozen_index_arrays_take_the_general_path():
+def test_unfrozen_index_arrays_get_the_basic_form_when_they_are_ranges():
+    """Arrays the kernel made in this process (a trusted original runs in-process) are
+    measured where the view is made: a range along one axis, dense or open, gets the
+    basic-slicing equivalent (what the view selects is fixed then, as NKI's tracing fixes
+    it); anything else takes NumPy's advanced indexing."""
     core.begin_run()
     try:
         tile = core.new_tensor((8, 8), np.float32, "sbuf")
         tile._store(np.arange(64, dtype=np.float32).reshape(8, 8))
-        i = np.arange(4)[:, None]  # made by kernel code in this process: writable, not trusted to stay
+        i = np.arange(4)[:, None]
         view = tile[i, 2]
-        assert view._basic is None
+        assert view._basic is not None
         np.testing.assert_array_equal(view._values(), tile._data[i, 2])
+        grid = np.mgrid[0:4, 0:8]  # dense, as nl.mgrid gives it
+        dense = tile[grid[0] + 2, grid[1]]
+        assert dense._basic is not None and dense.shape == (4, 8)
+        np.testing.assert_array_equal(dense._values(), tile._data[2:6, :])
+        odd = np.array([[3], [1], [2]])
+        scattered = tile[odd, 2]
+        assert scattered._basic is None
+        np.testing.assert_array_equal(scattered._values(), tile._data[odd, 2])
+        # a dense grid indexed with an integer: as many elements as NumPy's broadcast, not the slice
+        single = tile[grid[0], 1]
+        np.testing.assert_array_equal(single._values(), tile._data[grid[0], 1])
     finally:
         core.end_run()
 

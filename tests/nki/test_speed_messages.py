@@ -28,6 +28,10 @@ P = list(range(128))
 F = [0, 1, 2, 3]
 
 
+def _rg(form, shape, dtype="int64"):
+    return {"rg": form, "shape": shape, "dtype": dtype}
+
+
 def _getitem(h, key, handle):
     return {"op": "getitem", "t": h, "key": {"T": key}, "line": 1, "h": handle}
 
@@ -79,6 +83,22 @@ def test_index_arrays_by_entry_are_served_like_whole_ones(tmp_path):
      "host array can only index"),
     ([{"op": "call", "mod": "new.language", "name": "full", "args": {"L": [{"T": [128, 1]}, _nd(P, [128, 1], 0)]},
        "kw": {"D": [["dtype", {"dt": "int64"}], ["buffer", {"buf": "sbuf"}]]}, "line": 1, "h": 2}, RETURN],
+     "host array can only index"),
+    # a range form (a dense nl.mgrid expression sent as its first value and axis): every
+    # field checked, the size bounded, only where an index array may stand
+    ([_getitem(-1, [_rg([0, 2], [128, 4]), 0], 1), RETURN], "bad range form"),
+    ([_getitem(-1, [_rg([0, -1], [128, 4]), 0], 1), RETURN], "bad range form"),
+    ([_getitem(-1, [_rg([0.5, 0], [128, 4]), 0], 1), RETURN], "bad range form"),
+    ([_getitem(-1, [_rg([0, 0], [128, 0]), 0], 1), RETURN], "bad range form"),
+    ([_getitem(-1, [_rg([0, 0], [128, True]), 0], 1), RETURN], "bad range form"),
+    ([_getitem(-1, [_rg([0], [128, 4]), 0], 1), RETURN], "bad range form"),
+    ([_getitem(-1, [_rg([0, 0], [1 << 12, 1 << 12]), 0], 1), RETURN], "index arrays hold integers"),
+    ([_getitem(-1, [_rg([0, 0], [128, 4], "float32"), 0], 1), RETURN], "index arrays hold integers"),
+    ([_getitem(-1, [_rg([120, 0], [128, 4], "int8"), 0], 1), RETURN], "bad range form"),
+    ([_getitem(-1, [_rg([1, 0], [128, 1]), 0], 1),
+      {"op": "call", "mod": "old.language", "name": "load", "args": {"L": [{"t": 1}]}, "kw": {"D": []}, "line": 1,
+       "h": 2}, {"op": "return", "value": {"t": 2}}], "outside its tensor"),
+    ([{"op": "binary", "name": "add", "a": {"t": -1}, "b": _rg([0, 0], [128, 4]), "line": 1, "h": 2}, RETURN],
      "host array can only index"),
     # a batch must hold requests only, and a command never ends inside one
     ([[_getitem(-1, [0, 0], 1), RETURN]], "bad message"),
@@ -236,3 +256,29 @@ def test_loop_ranges_run_and_fail_in_the_kernel_process_as_in_process(args, mess
                 assert message in info.value.error["message"] and f"{path}:10" in info.value.error["message"]
     finally:
         proc.close()
+
+
+def test_range_forms_are_served_like_the_arrays_they_name(tmp_path):
+    """A dense grid sent as a range form selects what the whole array selects, and its view
+    gets the basic-slicing fast path (bounds and axis known from the form)."""
+    res = _serve([_getitem(-1, [_rg([0, 0], [128, 4]), _rg([0, 1], [128, 4])], 1),
+                  {"op": "return", "value": {"t": 1}}], tmp_path)
+    assert res.outputs[0].shape == (128, 4)
+
+
+def test_kernel_side_sends_large_dense_grids_as_ranges():
+    """Index arrays too large for an entry go as [first, axis] when they are a range along
+    one axis repeated along the others (a dense nl.mgrid grid plus an offset), whole
+    otherwise; the grids nl.mgrid returns are read-only and looked at once."""
+    grid = tracer.build_modules("old")["neuronxcc.nki.language"].mgrid[0:128, 0:512]
+    assert not grid.p.flags.writeable
+    assert tracer.encode(3 * 128 + grid.p) == {"rg": [384, 0], "shape": [128, 512], "dtype": "int64"}
+    assert tracer.encode(grid.x + 1024) == {"rg": [1024, 1], "shape": [128, 512], "dtype": "int64"}
+    assert tracer.encode(grid.p)["rg"] == [0, 0] and tracer.encode(grid.p)["rg"] == [0, 0]
+    skewed = grid.p + grid.x  # not a range along one axis: sent whole
+    assert "nd" in tracer.encode(skewed)
+    bent = grid.x.copy()
+    bent[5, 7] = 0
+    assert "nd" in tracer.encode(bent)
+    stepped = 2 * grid.x
+    assert "nd" in tracer.encode(stepped)

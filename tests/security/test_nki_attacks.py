@@ -1114,3 +1114,59 @@ async def test_nki_attack_operator_and_functools_reach_no_attributes(hostile, ta
 ''')
     ev = await attack(hostile, target, honest, code)
     rejected(ev, "operator.attrgetter", "functools.partial")
+
+
+def test_nki_attack_forged_range_forms_cannot_blow_up_or_wrap(tmp_path):
+    """A kernel process may send a large index array as a range form ([first, axis] and a
+    shape: the interpreter builds the array itself). A forged form must not make the
+    interpreter build a huge array (the element bound of whole arrays applies), wrap around
+    its integer type (a negative index from a range "past" int8), name an axis the shape
+    lacks, or slip host data into a tile: each ends the kernel with an error, and an honest
+    form selects what its array selects. Served straight from a crafted request stream."""
+    import os
+
+    import numpy as np
+
+    from autocomp.backends.nki.interp import install
+    from autocomp.backends.nki.interp.install import execute
+    from autocomp.backends.nki.remote import KernelFailure, KernelProcess
+    from autocomp.testing.exited_process import ExitedProcess
+
+    def rg(form, shape, dtype="int64"):
+        return {"rg": form, "shape": shape, "dtype": dtype}
+
+    def view(key, h=1):
+        return {"op": "getitem", "t": -1, "key": {"T": key}, "line": 1, "h": h}
+
+    def load(src, h):
+        return {"op": "call", "mod": "old.language", "name": "load", "args": {"L": [{"t": src}]}, "kw": {"D": []},
+                "line": 1, "h": h}
+
+    def serve(requests):
+        lines = [{"op": "ready", "names": ["a"], "grid": []}] + requests
+        stream = tmp_path / "requests.jsonl"
+        stream.write_bytes(b"".join(json.dumps(m).encode() + b"\n" for m in lines))
+        rep_r, rep_w = os.pipe()
+        proc = KernelProcess(str(tmp_path / "k.py"), "k", spawned=(ExitedProcess(), os.open(stream, os.O_RDONLY), rep_w),
+                             source="")
+        try:
+            proc.load()
+            return execute(proc.kernel, [np.arange(512, dtype=np.float32).reshape(128, 4)],
+                           kernel_file=str(tmp_path / "k.py"), names=["a"])
+        finally:
+            proc.close()
+            os.close(rep_r)
+
+    install()
+    honest = serve([view([rg([0, 0], [128, 2]), rg([2, 1], [128, 2])]), load(1, 2), {"op": "return", "value": {"t": -1}}])
+    assert honest.trace[-1].op == "dma_copy" and honest.trace[-1].partitions == 128 and honest.trace[-1].free == 2
+    forged = {
+        "huge": [view([rg([0, 0], [1 << 16, 1 << 16]), 0]), load(1, 2)],
+        "wraps int8": [view([rg([100, 0], [128, 1], "int8"), 0]), load(1, 2)],
+        "axis it lacks": [view([rg([0, 3], [128, 1]), 0]), load(1, 2)],
+        "float": [view([rg([0, 0], [128, 1], "float64"), 0]), load(1, 2)],
+        "as tile data": [{"op": "binary", "name": "add", "a": {"t": -1}, "b": rg([0, 0], [128, 4]), "line": 1, "h": 2}],
+    }
+    for name, requests in forged.items():
+        with pytest.raises(KernelFailure):
+            serve(requests + [{"op": "return", "value": {"t": -1}}])

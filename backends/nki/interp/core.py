@@ -161,20 +161,51 @@ def frozen_index_array(arr: np.ndarray) -> np.ndarray:
     return arr
 
 
+def range_form(x: np.ndarray) -> tuple[int, int] | None:
+    """(first value, axis) when the integer array ``x`` runs first, first+1, … along one
+    axis and repeats along the others (``nl.arange(n)[:, None] + k``, or a dense
+    ``nl.mgrid`` grid plus an offset), else None. One pass over ``x``, and none over a
+    one-axis array beyond its own length."""
+    if x.ndim == 0 or x.size < 2:
+        return None
+    flat0 = x.reshape(-1)[0]
+    for axis, extent in enumerate(x.shape):
+        if extent < 2:
+            continue
+        line = x[tuple(slice(None) if i == axis else slice(0, 1) for i in range(x.ndim))]
+        if line.reshape(-1)[1] == flat0:
+            continue  # not the axis it runs along
+        first = int(flat0)
+        if not np.array_equal(line.reshape(-1), np.arange(first, first + extent)):
+            return None
+        if line.size == x.size or np.array_equal(x, np.broadcast_to(line, x.shape)):
+            return first, axis
+        return None
+    return None
+
+
 def _range_axis(arr: np.ndarray, lo: int, hi: int) -> int | None:
-    """The axis along which ``arr`` runs lo, lo+1, …, hi with every other axis of extent 1
-    (``nl.arange(n)[:, None] + k`` and the like), -1 for a single element, None otherwise.
-    An index made of such arrays, one per axis in order, selects what a slice per axis
-    would: :func:`_array_key` then gives the view a basic-slicing equivalent."""
+    """The axis along which ``arr`` runs lo, lo+1, …, hi while repeating along every other
+    axis (see :func:`range_form`), -1 for a single element, None otherwise. An index made
+    of such arrays, one per axis in order, selects what a slice per axis would:
+    :func:`_array_key` then gives the view a basic-slicing equivalent."""
     if arr.size == 1:
         return -1
-    axes = [i for i, n in enumerate(arr.shape) if n != 1]
-    if len(axes) != 1 or hi - lo + 1 != arr.size:
+    form = range_form(arr)
+    if form is None or form[0] != lo or lo + arr.shape[form[1]] - 1 != hi:
         return None
-    flat = arr.reshape(-1)
-    if flat[0] != lo or not np.array_equal(flat, np.arange(lo, hi + 1, dtype=flat.dtype)):
-        return None
-    return axes[0]
+    return form[1]
+
+
+def frozen_range_array(lo: int, axis: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """The read-only index array that runs lo, lo+1, … along ``axis`` and repeats along the
+    others (how the kernel process sends nl.arange/nl.mgrid expressions: see
+    tracer.range_form), its bounds and range axis known without looking at it."""
+    n = shape[axis]
+    line = (np.arange(n, dtype=np.int64) + lo).astype(dtype, copy=False)
+    arr = np.broadcast_to(line.reshape([n if i == axis else 1 for i in range(len(shape))]), shape)
+    STATE.index_bounds[id(arr)] = (arr, lo, lo + n - 1, axis if n > 1 else -1)
+    return arr
 
 
 _GENERATIONS = itertools.count()
@@ -975,7 +1006,7 @@ def _array_key(key: Any, shape: tuple[int, ...]) -> tuple | None:
     the form of every tile access in AWS's tutorials), else None (then
     :func:`normalize_key` decides, errors included). Arrays the interpreter made read-only
     (:func:`frozen_index_array`) have their bounds already; others are measured here, as
-    normalize_key would."""
+    normalize_key would, and checked for a range (:func:`_range_axis`) on the way."""
     if type(key) is not tuple or len(key) != len(shape):
         return None
     bounds = STATE.index_bounds
@@ -999,8 +1030,22 @@ def _array_key(key: Any, shape: tuple[int, ...]) -> tuple | None:
                         basic.append(slice(lo, hi + 1))
                         arrays.append((k, known[3]))
             elif k.size and k.dtype.kind in "iu":
-                lo, hi = int(k.min()), int(k.max())
-                basic = None
+                # (an array the kernel made in this process, a trusted original run in-process:
+                # a range is measured from its shape, anything else element by element)
+                form = range_form(k) if basic is not None else None
+                if form is not None:
+                    lo, hi = form[0], form[0] + k.shape[form[1]] - 1
+                    if 0 <= lo and hi < size:
+                        basic.append(slice(lo, hi + 1))
+                        arrays.append((k, form[1]))
+                elif k.size == 1:
+                    lo = hi = int(k.reshape(-1)[0])
+                    if basic is not None and 0 <= lo < size:
+                        basic.append(slice(lo, hi + 1))
+                        arrays.append((k, -1))
+                else:
+                    lo, hi = int(k.min()), int(k.max())
+                    basic = None
             else:
                 return None
             if lo < 0 or hi >= size:
@@ -1015,7 +1060,12 @@ def _array_key(key: Any, shape: tuple[int, ...]) -> tuple | None:
         return key, None
     # NumPy gives the arrays' broadcast shape, each array's range on its own axis; the
     # slices give their lengths in key order. Same elements in the same row-major order
-    # when the arrays' axes (counted in the broadcast shape) increase along the key.
+    # when the arrays' axes (counted in the broadcast shape) increase along the key and the
+    # broadcast shape holds as many elements as the slices select (a dense grid's other
+    # axes must be covered by the other arrays).
+    if math.prod(np.broadcast_shapes(*(a.shape for a, _ in arrays))) != math.prod(
+            k.stop - k.start for k in basic if type(k) is slice):
+        return key, None
     ndim = max(a.ndim for a, _ in arrays)
     last = -1
     for a, axis in arrays:
@@ -1464,8 +1514,16 @@ def region(t: Tensor) -> tuple[int, int, int, int, int]:
     """(allocation id, first partition, end partition, first free byte, end free byte) that
     a view spans, for the cost model's hazards. On-chip memory is partition-major, so a
     slice along a free axis touches the same byte range of every partition it covers.
-    HBM tensors use one flat byte range. Views made with index arrays count as the whole
-    allocation (conservative)."""
+    HBM tensors use one flat byte range. A view made with index arrays counts as the basic
+    slicing that covers it (:func:`basic_key`): exact for AWS's ``nl.arange``/``nl.mgrid``
+    views, never too small for others; one it cannot cover counts as the whole allocation.
+    (Counting every such view as the whole allocation made each load into one block of a
+    ``(K, par_dim(128), F)`` tile wait for the previous one to land: the NKI matmul
+    tutorial's hoisted kernel was estimated 1.8x slower than its plain tiled one.)"""
+    if t._key is not None:
+        key = basic_key(t)
+        if key is not None:
+            return region(Tensor(t._alloc, t._data[key], t._written[key], None))
     alloc = t._alloc
     base = alloc._phys
     if (t._key is None and t._data.size == base.size and base.size and base.flags.c_contiguous
@@ -1510,6 +1568,32 @@ def region(t: Tensor) -> tuple[int, int, int, int, int]:
     if fhi > pstride:
         f0, fhi = 0, pstride
     return (t._alloc.id, int(p0), int(p0 + pn), int(f0), int(fhi))
+
+
+def basic_key(t: "Tensor") -> tuple | None:
+    """Basic slicing that covers what a view made with index arrays selects (AWS's
+    tutorials index every tile with nl.arange expressions): the exact equivalent the
+    interpreter found when it made the view, else each integer array becomes the slice from
+    its least to its greatest value, a superset of what it selects, so regions made from it
+    are never too small. None when the view was not made with index arrays or holds
+    anything else."""
+    key = t._key
+    if key is None or type(key) is not tuple or len(key) != t._data.ndim:
+        return None
+    basic = t._basic
+    if basic is not None:
+        return basic[0]
+    out: list[Any] = []
+    for k in key:
+        if isinstance(k, (int, np.integer)):
+            out.append(int(k))
+        elif isinstance(k, slice):
+            out.append(k)
+        elif isinstance(k, np.ndarray) and k.dtype.kind in "iu" and k.size:
+            out.append(slice(int(k.min()), int(k.max()) + 1))
+        else:
+            return None
+    return tuple(out)
 
 
 def partitions_free(t: "Tensor") -> tuple[int, int]:

@@ -46,8 +46,10 @@ def ds(start: int, size: int) -> slice:
 
 
 def arange(*args: int) -> np.ndarray:
-    """Integer index vector for affine index expressions (``nl.arange(128)[:, None]``)."""
-    return np.arange(*args, dtype=np.int64)
+    """Integer index vector for affine index expressions (``nl.arange(128)[:, None]``),
+    read-only with its bounds known (an index expression, not data: used as it is, it takes
+    the interpreter's fast path for views; arithmetic on it makes ordinary arrays)."""
+    return core.frozen_index_array(np.arange(*args, dtype=np.int64))
 
 
 class _Grid(tuple):
@@ -71,7 +73,8 @@ class _Grid(tuple):
 class _MGrid:
     def __getitem__(self, key: Any) -> _Grid:
         key = key if isinstance(key, tuple) else (key,)
-        return _Grid(np.mgrid[key].astype(np.int64)) if len(key) > 1 else _Grid((np.mgrid[key].astype(np.int64),))
+        grids = np.mgrid[key].astype(np.int64) if len(key) > 1 else (np.mgrid[key].astype(np.int64),)
+        return _Grid(core.frozen_index_array(np.ascontiguousarray(g)) for g in grids)  # (see arange)
 
 
 mgrid = _MGrid()

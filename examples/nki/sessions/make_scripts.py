@@ -49,46 +49,49 @@ PLANS: dict[str, list[tuple[str | list[str], str]]] = {
          "3. Store each 128-row block with one DMA of res[:, m, :] after its n loop."),
     ],
     "rmsnorm": [
-        ("for r in nl.affine_range(R // 128):\n        # broadcast gamma",
-         "[rmsnorm-step-1] Hoist the gamma broadcast out of the row loop.\n"
-         "1. Every row tile rebuilds the same (128, D) broadcast of gamma: a memset of the ones row, a DMA, a "
-         "1-row matmul and a PSUM->SBUF copy on VectorE.\n"
-         "2. Move ones, g_row, g_ps and g_bc (and their four instructions) above `for r in nl.affine_range(...)`; "
-         "the loop body reads g_bc only. VectorE loses 2 instructions per tile and DMA one transfer per tile."),
-        (["nisa.tensor_reduce(dst=ss, op=nl.add, data=sq, axis=1)", "# gamma is the same for every row tile"],
+        ("nisa.tensor_scalar(dst=y, data=xt, op0=nl.multiply, operand0=rs)",
+         "[rmsnorm-step-1] Fuse normalisation and gamma into one VectorE instruction.\n"
+         "1. y = x * rs and yo = y * gamma are two full (128, D) VectorE passes.\n"
+         "2. Use nisa.scalar_tensor_tensor(dst=yo, data=xt, op0=nl.multiply, operand0=rs, op1=nl.multiply, "
+         "operand1=g_bc): (x * rs) * gamma in one pass, dropping the intermediate y tile."),
+        (["nisa.tensor_reduce(dst=ss, op=nl.add, data=sq, axis=1)", "nisa.scalar_tensor_tensor(dst=yo"],
          "[rmsnorm-step-2] Square-and-sum on ScalarE, rsqrt on VectorE.\n"
-         "1. VectorE is the bottleneck (square, reduce, scale, multiply per tile) while ScalarE only runs one "
-         "rsqrt per tile.\n"
+         "1. VectorE squares, reduces, scales and multiplies per tile while ScalarE only runs one rsqrt per tile.\n"
          "2. Replace tensor_tensor(x*x) + tensor_reduce with one nisa.activation(op=nl.square, data=xt, "
          "reduce_op=nl.add, reduce_res=ss) on ScalarE.\n"
          "3. Compute rs = ms ** -0.5 with nisa.tensor_scalar(op0=nl.power, operand0=-0.5) on the (128, 1) tile so "
          "ScalarE keeps one activation table (no table reload between square and rsqrt)."),
-        (["nisa.tensor_tensor(dst=yo, data1=y, data2=g_bc, op=nl.multiply)", "reduce_res=ss"],
-         "[rmsnorm-step-3] Fuse normalisation and gamma into one VectorE instruction.\n"
-         "1. y = x * rs and yo = y * gamma are two full (128, D) VectorE passes.\n"
-         "2. Use nisa.scalar_tensor_tensor(dst=yo, data=xt, op0=nl.multiply, operand0=rs, op1=nl.multiply, "
-         "operand1=g_bc): (x * rs) * gamma in one pass, dropping the intermediate y tile."),
+        (["for r in nl.affine_range(R // 128):\n        # broadcast gamma", "reduce_res=ss"],
+         "[rmsnorm-step-3] Hoist the gamma broadcast out of the row loop.\n"
+         "1. Every row tile rebuilds the same (128, D) broadcast of gamma: a memset of the ones row, a DMA, a "
+         "1-row matmul and a PSUM->SBUF copy on VectorE.\n"
+         "2. Move ones, g_row, g_ps and g_bc (and their four instructions) above `for r in nl.affine_range(...)`; "
+         "the loop body reads g_bc only. VectorE loses 2 instructions per tile and DMA one transfer per tile."),
     ],
     "layernorm": [
-        ("for r in nl.affine_range(R // 128):\n        g = nl.load",
-         "[layernorm-step-1] Load and broadcast gamma and beta once.\n"
-         "1. Each row tile reloads gamma and beta from HBM and broadcasts them across partitions on GpSimdE.\n"
-         "2. Move the two nl.load(...).broadcast_to((128, D)) lines above the row loop; the loop reads g and b."),
-        (["sq = nl.multiply(xc, xc)", "# gamma/beta are shared"],
-         "[layernorm-step-2] Variance from ScalarE's activation reduction.\n"
+        ("sq = nl.multiply(xc, xc)",
+         "[layernorm-step-1] Variance from ScalarE's activation reduction.\n"
          "1. VectorE runs mean, subtract, square, mean, add, multiply, multiply, add per tile; ScalarE only rsqrt.\n"
          "2. Compute the sum of squares with nisa.activation_reduce(op=nl.square, data=xc, reduce_op=nl.add, "
          "reduce_res=ssq) on ScalarE (ssq a (128, 1) fp32 SBUF tile).\n"
          "3. rstd = (ssq / D + eps) ** -0.5 with two tensor_scalar ops on the (128, 1) tile (multiply+add, then "
          "power -0.5), which also removes the ScalarE table switch."),
-        (["y = nl.add(nl.multiply(xn, g), b)", "sq = nisa.activation_reduce("],
-         "[layernorm-step-3] Statistics with bn_stats/bn_aggr and fused scale-and-shift.\n"
+        ("sq = nisa.activation_reduce(",
+         "[layernorm-step-2] Statistics with bn_stats/bn_aggr and fused scale-and-shift.\n"
          "1. VectorE still makes five full passes per tile (mean, subtract, normalise, * gamma, + beta).\n"
          "2. Get mean and variance from nisa.bn_stats(xt) (one pass, D = 512 fits one call) and nisa.bn_aggr "
          "(a (128, 6) -> (128, 2) aggregation); rstd = (var + eps) ** -0.5 with one tensor_scalar (add, power).\n"
          "3. Compute ((x - mean) * gamma) with scalar_tensor_tensor(op0=subtract, operand0=mean, op1=multiply, "
          "operand1=g), then (* rstd + beta) with a second scalar_tensor_tensor: three full VectorE passes "
          "instead of five, and no ScalarE work in the chain."),
+        ("xg = nisa.scalar_tensor_tensor(",
+         "[layernorm-step-3] Normalise on ScalarE; broadcast gamma and beta once.\n"
+         "1. The two scalar_tensor_tensor passes cost 2N each on VectorE while ScalarE is idle, and every row "
+         "tile re-broadcasts gamma and beta on TensorE.\n"
+         "2. shift = -mean * rstd with one tensor_scalar on the (128, 1) tile; xn = nisa.activation(op=nl.copy, "
+         "data=xt, scale=rstd, bias=shift) on ScalarE (per-partition scale and bias).\n"
+         "3. y = (xn * g) + b with two tensor_tensor ops, each reading its broadcast row from PSUM (N instead "
+         "of 2N); move the two nl.load(...).broadcast_to((128, D)) lines above the row loop."),
     ],
     "softmax": [
         ("shifted = nl.subtract(xt, mx)",

@@ -17,16 +17,18 @@ import neuronxcc.nki.language as nl
 def layernorm_kernel(x, gamma, beta):
     R, D = x.shape
     out = nl.ndarray((R, D), dtype=x.dtype, buffer=nl.shared_hbm)
-    # gamma/beta are shared by every row tile: load and broadcast them once.
-    g = nl.load(gamma[0:1, :]).broadcast_to((128, D))
-    b = nl.load(beta[0:1, :]).broadcast_to((128, D))
     for r in nl.affine_range(R // 128):
+        g = nl.load(gamma[0:1, :]).broadcast_to((128, D))
+        b = nl.load(beta[0:1, :]).broadcast_to((128, D))
         xt = nl.load(x[r * 128:(r + 1) * 128, :])
         mean = nl.mean(xt, axis=1, keepdims=True)
         xc = nl.subtract(xt, mean)
-        sq = nl.multiply(xc, xc)
-        var = nl.mean(sq, axis=1, keepdims=True)
-        rstd = nl.rsqrt(nl.add(var, 1e-5))
+        # sum of squares from ScalarE's activation reduction instead of two VectorE passes
+        ssq = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+        sq = nisa.activation_reduce(op=nl.square, data=xc, reduce_op=nl.add, reduce_res=ssq)
+        # rstd = (ssq / D + eps) ** -0.5 with two tiny per-partition VectorE ops
+        var_eps = nisa.tensor_scalar(ssq, np.multiply, 1.0 / D, op1=np.add, operand1=1e-5)
+        rstd = nisa.tensor_scalar(var_eps, nl.power, -0.5)
         xn = nl.multiply(xc, rstd)
         y = nl.add(nl.multiply(xn, g), b)
         nl.store(out[r * 128:(r + 1) * 128, :], value=y)

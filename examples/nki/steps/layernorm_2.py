@@ -17,21 +17,18 @@ import neuronxcc.nki.language as nl
 def layernorm_kernel(x, gamma, beta):
     R, D = x.shape
     out = nl.ndarray((R, D), dtype=x.dtype, buffer=nl.shared_hbm)
-    # gamma/beta are shared by every row tile: load and broadcast them once.
-    g = nl.load(gamma[0:1, :]).broadcast_to((128, D))
-    b = nl.load(beta[0:1, :]).broadcast_to((128, D))
     for r in nl.affine_range(R // 128):
+        g = nl.load(gamma[0:1, :]).broadcast_to((128, D))
+        b = nl.load(beta[0:1, :]).broadcast_to((128, D))
         xt = nl.load(x[r * 128:(r + 1) * 128, :])
-        mean = nl.mean(xt, axis=1, keepdims=True)
-        xc = nl.subtract(xt, mean)
-        # sum of squares from ScalarE's activation reduction instead of two VectorE passes
-        ssq = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
-        sq = nisa.activation_reduce(op=nl.square, data=xc, reduce_op=nl.add, reduce_res=ssq)
-        # rstd = (ssq / D + eps) ** -0.5 with two tiny per-partition VectorE ops
-        var_eps = nisa.tensor_scalar(ssq, np.multiply, 1.0 / D, op1=np.add, operand1=1e-5)
-        rstd = nisa.tensor_scalar(var_eps, nl.power, -0.5)
-        xn = nl.multiply(xc, rstd)
-        y = nl.add(nl.multiply(xn, g), b)
+        # mean and variance in one VectorE pass (bn_stats) plus a tiny aggregation
+        stats = nisa.bn_stats(xt)
+        mv = nisa.bn_aggr(stats)
+        mean = mv[:, 0:1]
+        rstd = nisa.tensor_scalar(mv[:, 1:2], np.add, 1e-5, op1=nl.power, operand1=-0.5)
+        # ((x - mean) * gamma) then (* rstd + beta): two fused VectorE passes
+        xg = nisa.scalar_tensor_tensor(data=xt, op0=np.subtract, operand0=mean, op1=np.multiply, operand1=g)
+        y = nisa.scalar_tensor_tensor(data=xg, op0=np.multiply, operand0=rstd, op1=np.add, operand1=b)
         nl.store(out[r * 128:(r + 1) * 128, :], value=y)
     return out
 

@@ -27,9 +27,11 @@ def layernorm_kernel(x, gamma, beta):
         mv = nisa.bn_aggr(stats)
         mean = mv[:, 0:1]
         rstd = nisa.tensor_scalar(mv[:, 1:2], np.add, 1e-5, op1=nl.power, operand1=-0.5)
-        # ((x - mean) * gamma) then (* rstd + beta): two fused VectorE passes
-        xg = nisa.scalar_tensor_tensor(data=xt, op0=np.subtract, operand0=mean, op1=np.multiply, operand1=g)
-        y = nisa.scalar_tensor_tensor(data=xg, op0=np.multiply, operand0=rstd, op1=np.add, operand1=b)
+        # (x - mean) * rstd on ScalarE, as x * rstd + (-mean * rstd) with per-partition scale and bias
+        shift = nisa.tensor_scalar(mean, np.multiply, rstd, op1=np.multiply, operand1=-1.0)
+        xn = nisa.activation(op=nl.copy, data=xt, scale=rstd, bias=shift)
+        # * gamma and + beta on VectorE, each reading its broadcast row from PSUM
+        y = nisa.tensor_tensor(nisa.tensor_tensor(xn, g, op=np.multiply), b, op=np.add)
         nl.store(out[r * 128:(r + 1) * 128, :], value=y)
     return out
 

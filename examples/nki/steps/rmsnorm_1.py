@@ -16,16 +16,17 @@ import nki.language as nl
 def rmsnorm_kernel(x, gamma):
     R, D = x.shape
     out = nl.ndarray((R, D), dtype=x.dtype, buffer=nl.shared_hbm)
-    # gamma is the same for every row tile: broadcast it to all partitions once.
-    ones = nl.ndarray((1, 128), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.memset(dst=ones, value=1.0)
-    g_row = nl.ndarray((1, D), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.dma_copy(dst=g_row, src=gamma[0:1, :])
-    g_ps = nl.ndarray((128, D), dtype=nl.float32, buffer=nl.psum)
-    nisa.nc_matmul(dst=g_ps, stationary=ones, moving=g_row, accumulate=False)
-    g_bc = nl.ndarray((128, D), dtype=nl.float32, buffer=nl.sbuf)
-    nisa.tensor_copy(dst=g_bc, src=g_ps)
     for r in nl.affine_range(R // 128):
+        # broadcast gamma (1, D) to (128, D): ones(1,128).T @ gamma on TensorE
+        ones = nl.ndarray((1, 128), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.memset(dst=ones, value=1.0)
+        g_row = nl.ndarray((1, D), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.dma_copy(dst=g_row, src=gamma[0:1, :])
+        g_ps = nl.ndarray((128, D), dtype=nl.float32, buffer=nl.psum)
+        nisa.nc_matmul(dst=g_ps, stationary=ones, moving=g_row, accumulate=False)
+        g_bc = nl.ndarray((128, D), dtype=nl.float32, buffer=nl.sbuf)
+        nisa.tensor_copy(dst=g_bc, src=g_ps)
+
         xt = nl.ndarray((128, D), dtype=x.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=xt, src=x[r * 128:(r + 1) * 128, :])
         sq = nl.ndarray((128, D), dtype=nl.float32, buffer=nl.sbuf)
@@ -36,10 +37,9 @@ def rmsnorm_kernel(x, gamma):
         nisa.tensor_scalar(dst=ms, data=ss, op0=nl.multiply, operand0=1.0 / D, op1=nl.add, operand1=1e-6)
         rs = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
         nisa.activation(dst=rs, op=nl.rsqrt, data=ms)
-        y = nl.ndarray((128, D), dtype=nl.float32, buffer=nl.sbuf)
-        nisa.tensor_scalar(dst=y, data=xt, op0=nl.multiply, operand0=rs)
+        # (x * rs) * gamma in a single VectorE instruction.
         yo = nl.ndarray((128, D), dtype=x.dtype, buffer=nl.sbuf)
-        nisa.tensor_tensor(dst=yo, data1=y, data2=g_bc, op=nl.multiply)
+        nisa.scalar_tensor_tensor(dst=yo, data=xt, op0=nl.multiply, operand0=rs, op1=nl.multiply, operand1=g_bc)
         nisa.dma_copy(dst=out[r * 128:(r + 1) * 128, :], src=yo)
     return out
 
