@@ -753,12 +753,10 @@ async def test_nki_bypass_undefined_index_entry_is_refused(hostile, target, hone
     assert "undefined index array" in ev.feedback, ev.feedback
 
 
-def test_nki_bypass_inconsistent_loop_report_leaves_the_reversed_run(tmp_path):
-    """The reorder proof trusts the kernel process's report of which affine_range iteration
-    each request belongs to only as far as it hangs together: an ``affine`` path that does
-    not end with the loop it names, repeats a loop or holds anything but small integers, or
-    a loop named without one, makes the proof give up, so the reversed-loop run decides.
-    Served straight from a crafted request stream."""
+def _serve_crafted_stream(tmp_path, requests, name="requests", **run):
+    """Serve a crafted kernel-process request stream (what a hostile kernel process could
+    write) to the interpreter, as the kernel ``k(a)`` on a (128, 4) float32 input: the run's
+    result, or the KernelFailure it ends with. ``run`` goes to ``execute`` (prove_reorder=)."""
     import os
 
     import numpy as np
@@ -768,30 +766,41 @@ def test_nki_bypass_inconsistent_loop_report_leaves_the_reversed_run(tmp_path):
     from autocomp.backends.nki.remote import KernelProcess
     from autocomp.testing.exited_process import ExitedProcess
 
+    install()
+    lines = [{"op": "ready", "names": ["a"], "grid": []}] + requests
+    stream = tmp_path / f"{name}.jsonl"
+    stream.write_bytes(b"".join(json.dumps(m).encode() + b"\n" for m in lines))
+    rep_r, rep_w = os.pipe()
+    proc = KernelProcess(str(tmp_path / "k.py"), "k", spawned=(ExitedProcess(), os.open(stream, os.O_RDONLY), rep_w),
+                         source="")
+    try:
+        proc.load()
+        return execute(proc.kernel, [np.arange(512, dtype=np.float32).reshape(128, 4)],
+                       kernel_file=str(tmp_path / "k.py"), names=["a"], **run)
+    finally:
+        proc.close()
+        os.close(rep_r)
+
+
+def test_nki_bypass_inconsistent_loop_report_leaves_the_reversed_run(tmp_path):
+    """The reorder proof trusts the kernel process's report of which affine_range iteration
+    each request belongs to only as far as it hangs together: an ``affine`` path that does
+    not end with the loop it names, repeats a loop or holds anything but small integers, or
+    a loop named without one, makes the proof give up, so the reversed-loop run decides.
+    Served straight from a crafted request stream."""
+
     def load(h, **extra):
         return {"op": "call", "mod": "old.language", "name": "load", "args": {"L": [{"t": -1}]}, "kw": {"D": []},
                 "line": 1, "h": h, **extra}
 
-    install()
     honest = [load(1, loop=[0, 4, 1, -1, 1], affine=[0, 1]), load(2, loop=[0, 4, 2, -1, 1], affine=[0, 2])]
     forged = {"ends elsewhere": [load(1, loop=[0, 4, 1, -1, 1], affine=[0, 3])],
               "repeats a loop": [load(1, loop=[0, 4, 1, -1, 1], affine=[0, 1, 0, 1])],
               "not integers": [load(1, loop=[0, 4, 1, -1, 1], affine=[0, "1"])],
               "missing": [load(1, loop=[0, 4, 1, -1, 1])]}
     for name, requests in [("honest", honest)] + sorted(forged.items()):
-        lines = [{"op": "ready", "names": ["a"], "grid": []}] + requests + [{"op": "return", "value": {"t": -1}}]
-        stream = tmp_path / f"{name.replace(' ', '_')}.jsonl"
-        stream.write_bytes(b"".join(json.dumps(m).encode() + b"\n" for m in lines))
-        rep_r, rep_w = os.pipe()
-        proc = KernelProcess(str(tmp_path / "k.py"), "k", spawned=(ExitedProcess(), os.open(stream, os.O_RDONLY), rep_w),
-                             source="")
-        try:
-            proc.load()
-            res = execute(proc.kernel, [np.zeros((128, 4), np.float32)], kernel_file=str(tmp_path / "k.py"),
-                          names=["a"], prove_reorder=True)
-        finally:
-            proc.close()
-            os.close(rep_r)
+        res = _serve_crafted_stream(tmp_path, requests + [{"op": "return", "value": {"t": -1}}],
+                                    name.replace(" ", "_"), prove_reorder=True)
         if name == "honest":
             assert res.reorder_conflict is None, res.reorder_conflict  # two reads of an input: independent
         else:
@@ -1123,14 +1132,7 @@ def test_nki_attack_forged_range_forms_cannot_blow_up_or_wrap(tmp_path):
     its integer type (a negative index from a range "past" int8), name an axis the shape
     lacks, or slip host data into a tile: each ends the kernel with an error, and an honest
     form selects what its array selects. Served straight from a crafted request stream."""
-    import os
-
-    import numpy as np
-
-    from autocomp.backends.nki.interp import install
-    from autocomp.backends.nki.interp.install import execute
-    from autocomp.backends.nki.remote import KernelFailure, KernelProcess
-    from autocomp.testing.exited_process import ExitedProcess
+    from autocomp.backends.nki.remote import KernelFailure
 
     def rg(form, shape, dtype="int64"):
         return {"rg": form, "shape": shape, "dtype": dtype}
@@ -1143,21 +1145,8 @@ def test_nki_attack_forged_range_forms_cannot_blow_up_or_wrap(tmp_path):
                 "line": 1, "h": h}
 
     def serve(requests):
-        lines = [{"op": "ready", "names": ["a"], "grid": []}] + requests
-        stream = tmp_path / "requests.jsonl"
-        stream.write_bytes(b"".join(json.dumps(m).encode() + b"\n" for m in lines))
-        rep_r, rep_w = os.pipe()
-        proc = KernelProcess(str(tmp_path / "k.py"), "k", spawned=(ExitedProcess(), os.open(stream, os.O_RDONLY), rep_w),
-                             source="")
-        try:
-            proc.load()
-            return execute(proc.kernel, [np.arange(512, dtype=np.float32).reshape(128, 4)],
-                           kernel_file=str(tmp_path / "k.py"), names=["a"])
-        finally:
-            proc.close()
-            os.close(rep_r)
+        return _serve_crafted_stream(tmp_path, requests)
 
-    install()
     honest = serve([view([rg([0, 0], [128, 2]), rg([2, 1], [128, 2])]), load(1, 2), {"op": "return", "value": {"t": -1}}])
     assert honest.trace[-1].op == "dma_copy" and honest.trace[-1].partitions == 128 and honest.trace[-1].free == 2
     forged = {
