@@ -231,6 +231,34 @@ class Backend(abc.ABC):
         return f"{self.name}:{self.evaluator_version}:{sorted(self.settings.items())!r}"
 
 
+_DIGESTS: dict[tuple, str] = {}
+
+
+def sources_digest(root: str, folders: Sequence[str] = ("",), suffixes: Sequence[str] = (".py", ".toml")) -> str:
+    """Hash of the evaluator's own files (``folders`` under ``root``, files ending in
+    ``suffixes``): part of a backend's cache identity, so that a changed interpreter, cost
+    model or simulator never serves evaluations cached by the old one. Computed once per
+    process."""
+    key = (root, tuple(folders), tuple(suffixes))
+    digest = _DIGESTS.get(key)
+    if digest is None:
+        import hashlib
+        import os
+
+        h = hashlib.sha256()
+        for folder in folders:
+            path = os.path.join(root, folder)
+            if not os.path.isdir(path):
+                continue
+            for name in sorted(os.listdir(path)):
+                full = os.path.join(path, name)
+                if os.path.isfile(full) and name.endswith(tuple(suffixes)):
+                    with open(full, "rb") as f:
+                        h.update(f"{folder}/{name}".encode() + b"\0" + f.read())
+        digest = _DIGESTS[key] = h.hexdigest()[:16]
+    return digest
+
+
 @dataclass
 class KernelInfo:
     """Summary of a detected kernel for listings (CLI ``--list``, server lenses)."""

@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from autocomp.backends.base import Backend, BackendError, TierInfo, ToolCheck
+from autocomp.backends.base import Backend, BackendError, TierInfo, ToolCheck, sources_digest
 from autocomp.backends.cscan import find_global_arrays, mask
 from autocomp.model import Evaluation, KernelSpan, Metric, Problem, Verdict
 from autocomp.sandbox import cpu_slots
@@ -576,26 +576,10 @@ class GemminiBackend(Backend):
 
 # -- helpers -------------------------------------------------------------------------
 
-_DIGEST: str | None = None
-
-
 def _sources_digest() -> str:
     """Hash of everything under this package that decides an evaluation's outcome."""
-    global _DIGEST
-    if _DIGEST is None:
-        here = os.path.dirname(os.path.abspath(__file__))
-        h = hashlib.sha256()
-        for folder in (here, os.path.join(here, "sim"), os.path.join(here, "include"), os.path.join(here, "include", "include")):
-            if not os.path.isdir(folder):
-                continue
-            for name in sorted(os.listdir(folder)):
-                full = os.path.join(folder, name)
-                if os.path.isfile(full) and name.endswith((".py", ".h", ".c", ".cc", ".inc", ".toml")):
-                    with open(full, "rb") as f:
-                        h.update(name.encode() + b"\0" + f.read())
-        _DIGEST = h.hexdigest()[:16]
-    return _DIGEST
-
+    return sources_digest(os.path.dirname(os.path.abspath(__file__)), ("", "sim", "include", "include/include"),
+                          (".py", ".h", ".c", ".cc", ".inc", ".toml"))
 
 
 def _harness_intruders(elf: str, harness_obj: str) -> list[str]:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import os
 from typing import Any, Sequence
 
-from autocomp.backends.base import Backend, BackendError, TierInfo, ToolCheck
+from autocomp.backends.base import Backend, BackendError, TierInfo, ToolCheck, sources_digest
 from autocomp.backends.nki.detect import find_kernels
 from autocomp.backends.nki.harness import DEFAULT_SEEDS, SEED_BUDGET, Harness
 from autocomp.model import Evaluation, KernelSpan, Problem
@@ -145,9 +146,13 @@ class NkiBackend(Backend):
         return checks
 
     def cache_identity(self) -> str:
+        """Settings, the cost model's parameters, the tier, and a digest of the interpreter's
+        and cost model's sources: a changed model never serves estimates cached by the old
+        one (a scheduling change leaves the parameters as they were)."""
         from autocomp.backends.nki.cost import PARAMS
 
-        return f"{super().cache_identity()}:{sorted(PARAMS.items())!r}:{self.tier().name}"
+        digest = sources_digest(os.path.dirname(os.path.abspath(__file__)), ("", "interp", "params"))
+        return f"{super().cache_identity()}:{sorted(PARAMS.items())!r}:{self.tier().name}:{digest}"
 
 
 def _slots() -> int:

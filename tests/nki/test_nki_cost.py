@@ -233,3 +233,25 @@ def test_zeros_of_a_blocked_tile_spans_its_par_dim_partitions():
     trace = run(k, np.ones((128, 64), np.float32)).trace
     blocked, plain = [(i.partitions, i.free) for i in trace if i.op == "memset"]
     assert blocked == (128, 2 * 3 * 64) and plain == (128, 64)
+
+
+def test_a_changed_interpreter_or_cost_model_never_serves_cached_estimates(tmp_path, monkeypatch):
+    """The evaluation cache is keyed by the backend's cache identity; a change to the cost
+    model's code (a scheduling rule) leaves its parameters as they were, so the identity also
+    carries a digest of the interpreter's and cost model's sources. (Before, a changed DMA
+    scheduler kept serving the old estimates to `autocomp optimize` from the cache.)"""
+    import os
+
+    from autocomp.backends import base
+    from autocomp.backends import get_backend
+
+    backend = get_backend("nki", {})
+    here = os.path.dirname(os.path.abspath(base.__file__))
+    nki_dir = os.path.join(here, "nki")
+    assert base.sources_digest(nki_dir, ("", "interp", "params")) in backend.cache_identity()
+    # the digest follows the files' contents
+    (tmp_path / "cost.py").write_text("A = 1\n")
+    first = base.sources_digest(str(tmp_path))
+    (tmp_path / "cost.py").write_text("A = 2\n")
+    monkeypatch.setattr(base, "_DIGESTS", {})
+    assert base.sources_digest(str(tmp_path)) != first
