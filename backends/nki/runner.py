@@ -100,6 +100,30 @@ def _make_inputs(module: Any, fn: Any, seed: int) -> list[np.ndarray]:
     return arrays
 
 
+class InputsFailed(Exception):
+    """A kernel file's get_inputs()/INPUT_SPECS failed for one input set (the result to send)."""
+
+    def __init__(self, seed: int, exc: Exception) -> None:
+        super().__init__(f"seed {seed}")
+        self.error = _error("inputs", f"making inputs for seed {seed} failed: {type(exc).__name__}: {exc}")
+
+
+class _LazyInputs(dict):
+    """The original's input sets by seed, each made on first use (see run)."""
+
+    def __init__(self, make: Any) -> None:
+        super().__init__()
+        self._make = make
+
+    def __missing__(self, seed: int) -> list[Any]:
+        try:
+            made = self._make(seed)
+        except Exception as exc:
+            raise InputsFailed(seed, exc) from exc
+        self[seed] = made
+        return made
+
+
 def _poisoned(arr: np.ndarray) -> np.ndarray:
     import numpy as np
 
@@ -457,23 +481,21 @@ def run(request: dict[str, Any], channel: Channel | None = None, inputs_raw: byt
         names = list(inspect.signature(getattr(fn, "func", fn)).parameters)
         grid = getattr(module, "GRID", ())  # SPMD launch grid, e.g. GRID = (4,)
         grid = tuple(int(g) for g in (grid if isinstance(grid, (tuple, list)) else (grid,)))
-        inputs = {}
-        rng_seeds = [int(r) for r in request.get("rng_seeds", seeds)]  # secret, behind the labels
-        for seed, rng_seed in zip(seeds, rng_seeds):
-            try:
-                inputs[seed] = _make_inputs(module, getattr(fn, "func", fn), rng_seed)
-            except Exception as exc:
-                return _error("inputs", f"making inputs for seed {seed} failed: {type(exc).__name__}: {exc}"), {}
-            # Sent (below) only for the seeds that run: a large problem runs fewer input sets,
-            # and the inputs of the others were most of the channel's bytes.
-            if seed == seeds[0] and channel is not None and request.get("early_inputs"):
-                # The first set always runs: sent now, before the other sets are made, so that
-                # the parent can start a candidate on it while the original runs (it is not
-                # sent again below).
-                for i, a in enumerate(inputs[seed]):
-                    channel.array(f"s{seed}_in{i}", a)
-                    early.add(f"s{seed}_in{i}")
-                channel.message(["inputs", seed, len(inputs[seed])])
+        rng_seeds = dict(zip(seeds, (int(r) for r in request.get("rng_seeds", seeds))))  # secret, behind the labels
+        # Each input set is made when its run starts: a large problem runs fewer sets (see
+        # seed_budget), and making the others' random arrays took a third of its time.
+        inputs = _LazyInputs(lambda seed: _make_inputs(module, getattr(fn, "func", fn), rng_seeds[seed]))
+        try:
+            first = inputs[seeds[0]]
+        except InputsFailed as exc:
+            return exc.error, {}
+        if channel is not None and request.get("early_inputs"):
+            # The first set always runs: sent now, before the kernel starts, so that the parent
+            # can start a candidate on it while the original runs (it is not sent again below).
+            for i, a in enumerate(first):
+                channel.array(f"s{seeds[0]}_in{i}", a)
+                early.add(f"s{seeds[0]}_in{i}")
+            channel.message(["inputs", seeds[0], len(first)])
     else:
         src = _load_inputs(inputs_raw, request["inputs"]["dtypes"])
         inputs = {}
@@ -592,6 +614,8 @@ def run(request: dict[str, Any], channel: Channel | None = None, inputs_raw: byt
             result["rev_count"] = len(rev.outputs)
     except KernelFailure as exc:
         return {"status": "error", "error": {**exc.error, "stage": stage}}, {}
+    except InputsFailed as exc:
+        return exc.error, {}
     except NkiError as exc:
         err = _error("nki", exc.render(), **{k: v for k, v in exc.to_json().items() if k not in ("kind", "message")})
         err["error"]["stage"] = stage

@@ -39,6 +39,7 @@ import numpy as np
 
 from autocomp.backends.nki.interp import compiler, core, isa
 from autocomp.backends.nki.interp.errors import NkiError
+from autocomp.backends.nki.interp.index_grid import IndexGrid
 from autocomp.backends.nki.interp.install import GC_THRESHOLDS
 
 # Language helpers that are pure index arithmetic run here; everything else is a request.
@@ -95,7 +96,9 @@ def range_form(x: np.ndarray) -> list[int] | None:
     (core.range_form). The interpreter rebuilds such an array from these two numbers and
     its shape (core.frozen_range_array) instead of reading every element. The read-only
     grids nl.mgrid/nl.arange return, used as they are in every iteration, are looked at
-    once."""
+    once, and an IndexGrid (an offset of them) not at all."""
+    if type(x) is IndexGrid and x.form is not None:
+        return list(x.form)
     if not x.flags.writeable:
         seen = _RANGE_SEEN.get(id(x))
         if seen is not None and seen[0] is x:
@@ -608,7 +611,7 @@ def _encode(x: Any) -> Any:
         return x._wire()
     if tx is tuple:  # (a tile index: ints and index arrays)
         return {"T": [e if type(e) is int else _encode(e) for e in x]}
-    if tx is np.ndarray:
+    if tx is np.ndarray or tx is IndexGrid:
         dt = x.dtype
         if dt.metadata is None:  # (dtypes with metadata compare equal to plain ones)
             name = _DTYPE_NAMES.get(dt)

@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterable, Iterator
 import numpy as np
 
 from autocomp.backends.nki.interp.errors import NkiError
+from autocomp.backends.nki.interp.index_grid import IndexGrid
 from autocomp.backends.nki.trace import Instr
 
 try:  # bfloat16 and fp8 come from ml_dtypes; the interpreter needs it for those dtypes only
@@ -165,7 +166,10 @@ def range_form(x: np.ndarray) -> tuple[int, int] | None:
     """(first value, axis) when the integer array ``x`` runs first, first+1, … along one
     axis and repeats along the others (``nl.arange(n)[:, None] + k``, or a dense
     ``nl.mgrid`` grid plus an offset), else None. One pass over ``x``, and none over a
-    one-axis array beyond its own length."""
+    one-axis array beyond its own length, and none at all over an :class:`IndexGrid` that
+    knows its form."""
+    if type(x) is IndexGrid and x.form is not None:
+        return x.form
     if x.ndim == 0 or x.size < 2:
         return None
     flat0 = x.reshape(-1)[0]
@@ -1019,7 +1023,7 @@ def _array_key(key: Any, shape: tuple[int, ...]) -> tuple | None:
                 return None
             if basic is not None:
                 basic.append(k)
-        elif tk is np.ndarray:
+        elif tk is np.ndarray or tk is IndexGrid:
             known = bounds.get(id(k))
             if known is not None and known[0] is k:
                 lo, hi = known[1], known[2]
@@ -1032,10 +1036,12 @@ def _array_key(key: Any, shape: tuple[int, ...]) -> tuple | None:
             elif k.size and k.dtype.kind in "iu":
                 # (an array the kernel made in this process, a trusted original run in-process:
                 # a range is measured from its shape, anything else element by element)
-                form = range_form(k) if basic is not None else None
+                form = k.form if tk is IndexGrid else None
+                if form is None and basic is not None:
+                    form = range_form(k)
                 if form is not None:
                     lo, hi = form[0], form[0] + k.shape[form[1]] - 1
-                    if 0 <= lo and hi < size:
+                    if basic is not None and 0 <= lo and hi < size:
                         basic.append(slice(lo, hi + 1))
                         arrays.append((k, form[1]))
                 elif k.size == 1:
@@ -1197,7 +1203,8 @@ def _advanced_shape(key: tuple) -> tuple[int, ...] | None:
     for k in key:
         if type(k) is int:
             continue
-        if type(k) is not np.ndarray:
+        tk = type(k)
+        if tk is not np.ndarray and tk is not IndexGrid:
             return None
         shape = k.shape
         if len(shape) > len(out):
@@ -1520,13 +1527,19 @@ def region(t: Tensor) -> tuple[int, int, int, int, int]:
     (Counting every such view as the whole allocation made each load into one block of a
     ``(K, par_dim(128), F)`` tile wait for the previous one to land: the NKI matmul
     tutorial's hoisted kernel was estimated 1.8x slower than its plain tiled one.)"""
-    if t._key is not None:
-        key = basic_key(t)
-        if key is not None:
-            return region(Tensor(t._alloc, t._data[key], t._written[key], None))
-    alloc = t._alloc
+    if t._key is None:
+        return _span(t._alloc, t._data)
+    key = basic_key(t)
+    if key is None:
+        base = t._alloc._phys
+        return (t._alloc.id, 0, max(1, base.shape[0] if base.ndim else 1), 0, int(base.nbytes))
+    return _span(t._alloc, t._data[key])
+
+
+def _span(alloc: "Allocation", data: np.ndarray) -> tuple[int, int, int, int, int]:
+    """:func:`region` of the plain (basic-sliced) view ``data`` of ``alloc``."""
     base = alloc._phys
-    if (t._key is None and t._data.size == base.size and base.size and base.flags.c_contiguous
+    if (data.size == base.size and base.size and base.flags.c_contiguous
             and (base.ndim >= 2 if alloc.buffer in ON_CHIP else base.ndim >= 1)):
         # The whole allocation (a fresh tile, an instruction's result): the common case.
         whole = alloc.whole
@@ -1534,22 +1547,21 @@ def region(t: Tensor) -> tuple[int, int, int, int, int]:
             whole = alloc.whole = (alloc.id, 0, max(1, base.shape[0]) if alloc.buffer in ON_CHIP else 1, 0,
                                    int(base.nbytes if alloc.buffer not in ON_CHIP else base.strides[0]))
         return whole
-    if t._key is None and base.ndim == 1 and t._data.size == base.size and base.size and t._data.flags.c_contiguous:
+    if base.ndim == 1 and data.size == base.size and base.size and data.flags.c_contiguous:
         # A whole one-axis on-chip tile (the older API's reductions make them): the general
         # answer below, computed once per allocation.
         whole = alloc.whole
         if whole is None:
             whole = alloc.whole = (alloc.id, 0, 1, 0, int(base.nbytes))
         return whole
-    if t._key is not None or t._data.size == 0 or base.ndim == 0:
-        return (t._alloc.id, 0, max(1, base.shape[0] if base.ndim else 1), 0, int(base.nbytes))
+    if data.size == 0 or base.ndim == 0:
+        return (alloc.id, 0, max(1, base.shape[0] if base.ndim else 1), 0, int(base.nbytes))
     addr = alloc.addr
     if not addr:
         addr = alloc.addr = base.__array_interface__["data"][0]
-    data = t._data
     offset = data.__array_interface__["data"][0] - addr
     item = data.itemsize
-    if not t.on_chip or base.ndim == 1:
+    if alloc.buffer not in ON_CHIP or base.ndim == 1:
         hi = offset + item
         for n, st in zip(data.shape, data.strides):
             if n > 0:
@@ -1557,7 +1569,7 @@ def region(t: Tensor) -> tuple[int, int, int, int, int]:
         return (alloc.id, 0, 1, offset, hi)
     pstride = base.strides[0]
     p0, f0 = divmod(offset, pstride)
-    dims = list(zip(t._data.shape, t._data.strides))
+    dims = list(zip(data.shape, data.strides))
     at = next((i for i, (n, st) in enumerate(dims) if st == pstride and n > 1), None)
     if at is not None:
         pn = dims[at][0]
@@ -1567,7 +1579,7 @@ def region(t: Tensor) -> tuple[int, int, int, int, int]:
     fhi = f0 + item + sum((n - 1) * st for n, st in dims if n > 0)
     if fhi > pstride:
         f0, fhi = 0, pstride
-    return (t._alloc.id, int(p0), int(p0 + pn), int(f0), int(fhi))
+    return (alloc.id, int(p0), int(p0 + pn), int(f0), int(fhi))
 
 
 def basic_key(t: "Tensor") -> tuple | None:

@@ -16,6 +16,7 @@ from typing import Any, Callable, Iterator
 import numpy as np
 
 from autocomp.backends.nki.interp import core, isa
+from autocomp.backends.nki.interp.index_grid import index_grid
 from autocomp.backends.nki.interp.core import STATE, BufferKind, Tensor, fail, free_size, read, record
 
 # ---------------------------------------------------------------------------- constants
@@ -48,7 +49,13 @@ def ds(start: int, size: int) -> slice:
 def arange(*args: int) -> np.ndarray:
     """Integer index vector for affine index expressions (``nl.arange(128)[:, None]``),
     read-only with its bounds known (an index expression, not data: used as it is, it takes
-    the interpreter's fast path for views; arithmetic on it makes ordinary arrays)."""
+    the interpreter's fast path for views). A unit-step range is an IndexGrid: integer
+    offsets of it stay ranges the interpreter need not inspect; other arithmetic makes
+    ordinary arrays."""
+    if len(args) in (1, 2) and all(type(a) is int for a in args):
+        start, stop = (0, args[0]) if len(args) == 1 else args
+        if stop - start >= 2:  # (offsets of it stay ranges: see IndexGrid)
+            return core.frozen_index_array(index_grid(start, 0, (stop - start,)))
     return core.frozen_index_array(np.arange(*args, dtype=np.int64))
 
 
@@ -73,8 +80,23 @@ class _Grid(tuple):
 class _MGrid:
     def __getitem__(self, key: Any) -> _Grid:
         key = key if isinstance(key, tuple) else (key,)
+        bounds = [_unit_range(k) for k in key]
+        if all(b is not None for b in bounds):  # (the common case: offsets of these stay ranges)
+            shape = tuple(stop - start for start, stop in bounds)
+            return _Grid(core.frozen_index_array(index_grid(start, axis, shape)) for axis, (start, _) in enumerate(bounds))
         grids = np.mgrid[key].astype(np.int64) if len(key) > 1 else (np.mgrid[key].astype(np.int64),)
         return _Grid(core.frozen_index_array(np.ascontiguousarray(g)) for g in grids)  # (see arange)
+
+
+def _unit_range(k: Any) -> tuple[int, int] | None:
+    """(start, stop) of an ``nl.mgrid`` axis ``start:stop`` with integer bounds, a step of
+    one and at least one element, else None."""
+    if type(k) is not slice or k.step not in (None, 1):
+        return None
+    start = 0 if k.start is None else k.start
+    if type(start) is not int or type(k.stop) is not int or k.stop <= start:
+        return None
+    return start, k.stop
 
 
 mgrid = _MGrid()
