@@ -20,8 +20,8 @@ The trajectories are not ours to commit: pass a local checkout of ucb-bar/autoco
 With ``--neuron-docs SDK`` (a local checkout of aws-neuron/aws-neuron-sdk at a commit whose NKI
 tutorials still print their measurement tables, e.g. 61e24fff of November 2025) it also runs
 AWS's own tutorial kernels at the shapes AWS measured them and prints the estimate next to the
-published latency (see DOC_SERIES): the matrix-multiplication tutorial's four kernels and the
-fused-Mamba tutorial's three. The checkout can also be the only source::
+published latency (see DOC_SERIES): the matrix-multiplication tutorial's four kernels, the
+LayerNorm tutorial's two and the fused-Mamba tutorial's three. The checkout can also be the only source::
 
     python bench/nki_fidelity.py --neuron-docs /path/to/aws-neuron-sdk
 
@@ -83,6 +83,14 @@ _MM = "nki/examples/matrix_multiplication/matrix_multiplication_nki_kernels.py"
 _MM_RST = "nki/tutorials/matrix_multiplication.rst"
 _MAMBA = "nki/examples/fused_mamba/mamba_nki_kernels.py"
 _MAMBA_RST = "nki/tutorials/fused_mamba.rst"
+_LN = "nki/examples/layernorm/layernorm_nki_kernel.py"
+_LN_RST = "nki/tutorials/layernorm.rst"
+# The LayerNorm tutorial's shape: its prose says "(300, 1000)", but its perf-mode script
+# measures the script's default input (--nrows 4096 --ncols 8192, float32), and only that
+# shape fits the printed latencies: (300, 1000) moves 2.4 MB, microseconds at any bandwidth
+# the other tutorials show, where 4096 x 8192 moves 268 MB (2.3 ms is 116 GB/s).
+_LN_ARGS = ("[rng.random((4096, 8192)).astype(np.float32), 1e-5, rng.random(8192).astype(np.float32), "
+            "rng.random(8192).astype(np.float32)]")
 DOC_SERIES: list[tuple[str, str, str, list[tuple[str, str, float, str]]]] = [
     # "Latency (ms)" table, [4096,8192] @ [8192,8192] bf16 on trn1.32xlarge.
     ("docs_matmul", _MM, _MM_RST, [
@@ -90,6 +98,12 @@ DOC_SERIES: list[tuple[str, str, str, list[tuple[str, str, float, str]]]] = [
         ("nki_matmul_hoist_load_", _MATMUL_ARGS, 42.96, "Optimization 1"),
         ("nki_matmul_block_free_dimension_", _MATMUL_ARGS, 22.07, "Optimization 2"),
         ("nki_matmul_fully_optimized_", _MATMUL_ARGS, 6.97, "Optimization 3"),
+    ]),
+    # NCLatency p50 of version 1 (nki.language only) and version 2 (bn_stats/bn_aggr, one
+    # tensor_scalar for shift and scale): 14.9% faster.
+    ("docs_layernorm", _LN, _LN_RST, [
+        ("nki_layernorm_kernel_v1", _LN_ARGS, 2.311, "p50 = 2311us"),
+        ("nki_layernorm_kernel_v2", _LN_ARGS, 1.969, "p50 = 1969us"),
     ]),
     # Prose: "2.34 ms" (mamba_v1, 4K channels, seq_len 512), "1.61 ms" (mamba_v2, the loop
     # reordering that stops reloading u and delta).
@@ -177,6 +191,10 @@ def spearman(xs: list[float], ys: list[float]) -> float:
 
 
 def direction_right(est: list[float], meas: list[float]) -> tuple[int, int]:
+    """(steps whose direction the estimate gets right, steps). A measured tie (under 1%) is
+    right when the estimate moves under 5%; a measured change needs the estimate to move the
+    same way by at least 0.1% (less is rounding in the schedule, not a prediction: mamba_v1
+    -> v2 measured -31% and is estimated 1.894 -> 1.893 ms)."""
     ok = n = 0
     for i in range(1, len(meas)):
         dm = (meas[i] - meas[i - 1]) / meas[i - 1]
@@ -185,7 +203,7 @@ def direction_right(est: list[float], meas: list[float]) -> tuple[int, int]:
         if abs(dm) < 0.01:
             ok += abs(de) < 0.05
         else:
-            ok += (dm > 0) == (de > 0) and abs(de) > 1e-9
+            ok += (dm > 0) == (de > 0) and abs(de) >= 0.001
     return ok, n
 
 

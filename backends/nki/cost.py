@@ -405,6 +405,33 @@ def psum_allocations(trace: list[Instr]) -> set[int]:
     return out
 
 
+def sbuf_lifetimes(trace: list[Instr], psum: set[int] | frozenset[int]) -> tuple[dict[int, list[int]], dict[int, list[int]], dict[int, int]]:
+    """The SBUF allocations by the instruction that first touches each (opens), by the one
+    that last touches it in program order (closes), and the bytes per partition each spans
+    (the furthest byte any access reaches). One pass."""
+    first: dict[int, int] = {}
+    last: dict[int, int] = {}
+    size: dict[int, int] = {}
+    for idx, ins in enumerate(trace):
+        for regions in (ins.reads, ins.writes):
+            for r in regions:
+                a = r[0]
+                if a <= 0 or a in psum:
+                    continue
+                if a not in first:
+                    first[a] = idx
+                last[a] = idx
+                if r[4] > size.get(a, 0):
+                    size[a] = r[4]
+    opens: dict[int, list[int]] = defaultdict(list)
+    closes: dict[int, list[int]] = defaultdict(list)
+    for a, idx in first.items():
+        opens[idx].append(a)
+    for a, idx in last.items():
+        closes[idx].append(a)
+    return opens, closes, size
+
+
 def _table_free(a: str, b: str) -> bool:
     """Functions that need no table (copy/identity) never force a reload."""
     return a in ("copy", "identity") or b in ("copy", "identity")
@@ -508,6 +535,14 @@ def estimate(trace: list[Instr], params: dict[str, float] | None = None,
     fused = vectorized_groups(trace, int(p.get("vectorize_max_trip", 0)), p["vector_min_ii"],
                               p.get("vectorize_max_bytes"))
     spills = psum_spills(trace, int(p.get("psum_banks", 0)))
+    # SBUF room: the compiler places tiles statically, so a tile can take bytes only once the
+    # tiles that held them before are done with them, however early its data could arrive.
+    sbuf_cap = float(p.get("sbuf_bytes_per_partition", 0))
+    opens, closes, sizes = sbuf_lifetimes(trace, psum) if sbuf_cap else ({}, {}, {})
+    sbuf_live = 0.0  # bytes per partition of tiles still to be used, in program order
+    sbuf_leaving = 0.0  # bytes of tiles used for the last time whose accesses are still running
+    sbuf_release: list[tuple[float, int]] = []  # heap of (when those bytes are free, bytes)
+    alloc_done: dict[int, float] = {}
     for idx, ins in enumerate(trace):
         for a, slot in spills.get(idx, ()):
             # A spilled PSUM slot: copied to SBUF on VectorE once its value is complete; the
@@ -544,6 +579,14 @@ def estimate(trace: list[Instr], params: dict[str, float] | None = None,
                         t = _latest(entries, box)
                         if t > ready:
                             ready = t
+        for a in opens.get(idx, ()):
+            need = sizes[a]
+            while sbuf_release and sbuf_live + sbuf_leaving + need > sbuf_cap:
+                t, freed = heapq.heappop(sbuf_release)
+                sbuf_leaving -= freed
+                if t > ready:
+                    ready = t
+            sbuf_live += need
         if ins.engine in _COMPUTE:
             requests, ports = _interfaces(ins, psum)
             for port in ports:
@@ -592,6 +635,15 @@ def estimate(trace: list[Instr], params: dict[str, float] | None = None,
             if a in reads:
                 reads[a] = [e for e in reads[a] if not (plo <= e[0] and e[1] <= phi and flo <= e[2] and e[3] <= fhi
                                                         and e[4] <= done)]
+        if sbuf_cap:
+            for regions in (ins.reads, ins.writes):
+                for r in regions:
+                    if r[0] in sizes and alloc_done.get(r[0], 0.0) < done:
+                        alloc_done[r[0]] = done
+            for a in closes.get(idx, ()):
+                sbuf_live -= sizes[a]
+                sbuf_leaving += sizes[a]
+                heapq.heappush(sbuf_release, (alloc_done.pop(a, done), sizes[a]))
         finish = max(finish, done)
         if timeline is not None:
             timeline.append((ins.line, ins.op, ins.engine, ready, done))
