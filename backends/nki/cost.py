@@ -281,7 +281,7 @@ def psum_spills(trace: list[Instr], banks: int, bank_bytes: int = 2048) -> dict[
     TensorE instructions. One pass over the trace plus a bucketed sweep (linear)."""
     if banks <= 0:
         return {}
-    psum = {w[0] for ins in trace if ins.engine == "tensor" for w in ins.writes}
+    psum = {w[0] for ins in trace if ins.engine == "tensor" and not ins.info.get("sbuf") for w in ins.writes}
     # Only tiles whose every access names one slot are followed (an index-array view is
     # recorded as the whole tile, which says nothing about which slot it touches).
     psum -= {a for ins in trace for a, _plo, _phi, flo, fhi in ins.reads + ins.writes
@@ -381,6 +381,32 @@ def _as_tensor_broadcast(ins: Instr) -> Instr:
                  info)
 
 
+def _lower_broadcasts(trace: list[Instr], psum_bytes: int) -> list[Instr]:
+    """Partition broadcasts as NKI lowers them: a TensorE matmul into PSUM (arch guide). A
+    result larger than PSUM (``psum_bytes`` per partition; a (1, 8192) fp32 row broadcast is
+    32 KiB, PSUM 16 KiB) cannot stay there: nl.broadcast_to's result is an SBUF tile (NKI API
+    reference), so the product is copied out bank by bank, a VectorE pass over it, and its
+    readers read SBUF."""
+    if not any(ins.engine == "gpsimd" and is_partition_broadcast(ins) for ins in trace):
+        return trace
+    out: list[Instr] = []
+    for ins in trace:
+        if not (ins.engine == "gpsimd" and is_partition_broadcast(ins)):
+            out.append(ins)
+            continue
+        lowered = _as_tensor_broadcast(ins)
+        dst = ins.writes[0]
+        if psum_bytes and dst[4] - dst[3] > psum_bytes:
+            info = dict(lowered.info, sbuf=True)
+            out.append(Instr(lowered.op, lowered.engine, lowered.line, lowered.partitions, lowered.free,
+                             lowered.dtype_bytes, lowered.reads, lowered.writes, info))
+            out.append(Instr("tensor_copy", "vector", ins.line, ins.partitions, ins.free, ins.dtype_bytes,
+                             ins.writes, ins.writes, {"psum_evacuation": True}))
+        else:
+            out.append(lowered)
+    return out
+
+
 def psum_allocations(trace: list[Instr]) -> set[int]:
     """Allocations that live in PSUM: those the trace marks (``info["psum"]``: the ids of an
     instruction's PSUM operands, where the tracer records them), every allocation TensorE
@@ -400,7 +426,7 @@ def psum_allocations(trace: list[Instr]) -> set[int]:
                     out.add(r[0])
         for w in ins.writes:
             written.add(w[0])
-            if ins.engine == "tensor":
+            if ins.engine == "tensor" and not ins.info.get("sbuf"):
                 out.add(w[0])
     return out
 
@@ -529,8 +555,7 @@ def estimate(trace: list[Instr], params: dict[str, float] | None = None,
     per_line: dict[tuple[int, str, str], list[float]] = {}
     last_func: list[str | None] = [None]
     finish = 0.0
-    trace = [_as_tensor_broadcast(ins) if ins.engine == "gpsimd" and is_partition_broadcast(ins) else ins
-             for ins in trace]
+    trace = _lower_broadcasts(trace, int(p.get("psum_banks", 0)) * 2048)
     psum = psum_allocations(trace)
     fused = vectorized_groups(trace, int(p.get("vectorize_max_trip", 0)), p["vector_min_ii"],
                               p.get("vectorize_max_bytes"))

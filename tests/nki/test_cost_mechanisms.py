@@ -100,6 +100,26 @@ def test_a_partition_broadcast_runs_on_tensor_engine_and_lands_in_psum():
     assert not is_partition_broadcast(same)
 
 
+def test_a_broadcast_larger_than_psum_is_copied_out_and_read_from_sbuf():
+    # NKI API reference: nl.broadcast_to's result is an SBUF tile; PSUM holds 16 KiB per
+    # partition (arch guide). A (1, 8192) fp32 row broadcast (32 KiB per partition) is the
+    # TensorE product copied out of PSUM by a VectorE pass, and its reader pays 2N (two SBUF
+    # inputs), as in AWS's LayerNorm tutorial (gamma and beta broadcast to (128, 8192)).
+    n = 8192
+    bcast = Instr("tensor_copy", "gpsimd", 1, 128, n, 4, ((5, 0, 1, 0, 4 * n),), ((6, 0, 128, 0, 4 * n),), {})
+    use = vec("tensor_tensor", n, [(7, 0, 128, 0, 4 * n), (6, 0, 128, 0, 4 * n)], [(8, 0, 128, 0, 4 * n)], op="multiply")
+    pre = [Instr("dma_copy", "dma", 1, 128, n, 4, ((-1, 0, 1, 0, 4 * n),), ((a, 0, 128 if a == 7 else 1, 0, 4 * n),),
+                 {"bytes": 4 * n * 128}) for a in (5, 7)]
+    est = estimate(pre + [bcast, use])
+    per = n * P["clock_ghz"] / P["vector_clock_ghz"]
+    assert est.engines["tensor"].instructions == 1
+    assert est.engines["vector"].instructions == 2  # the copy out of PSUM, then the multiply
+    assert est.engines["vector"].busy == pytest.approx(per + OVH + 2 * per + OVH, rel=0.01)
+    # A broadcast that fits PSUM stays there, with no copy (the test above).
+    small = estimate([bcast.__class__("tensor_copy", "gpsimd", 1, 128, 2048, 4, ((5, 0, 1, 0, 8192),), (whole(6),), {})])
+    assert small.engines["vector"].instructions == 0
+
+
 def test_psum_tiles_are_those_tensor_engine_writes_the_trace_marks_or_read_before_written():
     mm = Instr("nc_matmul", "tensor", 1, 128, 512, 2, (whole(1), whole(2)), (whole(3),), {})
     load = Instr("dma_copy", "dma", 1, 128, 512, 4, ((-1, 0, 1, 0, 8192),), (whole(1),), {"bytes": 8192})
