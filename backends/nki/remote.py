@@ -11,8 +11,9 @@ nor read its memory.
 What a request may carry is checked here: tensors by handle (valid for the current run
 only, so nothing survives from one call to the next), NKI operators and NumPy ufuncs by
 name, dtypes and buffers by name, numbers, strings, slices and tuples; integer/boolean index
-arrays only inside an index (``t[...]``), as ``mask=``, or as an affine ``nisa.iota``
-expression: host-computed data never becomes tile data.
+arrays only inside an index (``t[...]``), as ``mask=``, as an affine ``nisa.iota``
+expression, or added to a tile as a dynamic offset's index (``offsets[0, i] + i_f``, which
+can only index a tile): host-computed data never becomes tile data.
 
 A request without ``loop`` belongs to the loop iteration of the previous request of the same
 command (:mod:`autocomp.backends.nki.tracer` names it only when it changes): the last
@@ -70,7 +71,22 @@ _BUFFERS = {"sbuf": language.sbuf, "psum": language.psum, "hbm": language.hbm, "
 MAX_INDEX_ELEMENTS = 1 << 22
 # Calls taking a host integer/boolean array: (positional index or indices, keyword name).
 _ARRAY_ARGS = {"iota": ((0, 1), "expr"), "affine_select": ((0, 1), "pred"), "shared_constant": (0, "value"),
-               "tensor_copy_predicated": (2, "predicate")}
+               "tensor_copy_predicated": (2, "predicate"), "atomic_rmw": ((), "predicate")}
+
+
+_HOST_ARRAY_ONLY = ("a host array can only index a tile (t[...]), be a mask= or an iota expression; tile data comes "
+                    "from NKI instructions")
+
+
+def _host_array(x: Any) -> bool:
+    return isinstance(x, np.ndarray) and x.ndim > 0
+
+
+def _offset_tile(x: Any) -> bool:
+    """A tile that can be a dynamic offset (one integer element in SBUF, see
+    core.dynamic_offset): an index expression may be added to it."""
+    return (isinstance(x, Tensor) and x._alloc.buffer == "sbuf" and x.dtype.kind in "iu"
+            and math.prod(x.shape) == 1)
 
 
 class KernelFailure(Exception):
@@ -368,7 +384,14 @@ class KernelProcess:
         if op == "binary":
             if msg.get("name") not in _BINARY:
                 raise ValueError("unknown operator")
-            return core.OPS["binary"](msg["name"], self._decode(msg.get("a")), self._decode(msg.get("b")))
+            # An index expression may be added to a tile: a dynamic offset (``offsets[0, i] +
+            # i_f``, nl.ds(tile, n)), which can only index a tile; the interpreter refuses a
+            # host array anywhere else in tile arithmetic (language._binary).
+            index = msg["name"] == "add"
+            a, b = self._decode(msg.get("a"), arrays=index), self._decode(msg.get("b"), arrays=index)
+            if index and (_host_array(a) or _host_array(b)) and not (_offset_tile(a) or _offset_tile(b)):
+                raise core.fail("bad-operand", _HOST_ARRAY_ONLY)
+            return core.OPS["binary"](msg["name"], a, b)
         if op == "inplace":
             if msg.get("name") not in _BINARY:
                 raise ValueError("unknown operator")
@@ -512,13 +535,11 @@ class KernelProcess:
             return buf
         if "rg" in x:  # an index array given as a range along one axis (tracer.range_form)
             if not arrays:
-                raise core.fail("bad-operand", "a host array can only index a tile (t[...]), be a mask= or an iota "
-                                "expression; tile data comes from NKI instructions")
+                raise core.fail("bad-operand", _HOST_ARRAY_ONLY)
             return self._range_array(x)
         if "nd" in x or "ix" in x:
             if not arrays:
-                raise core.fail("bad-operand", "a host array can only index a tile (t[...]), be a mask= or an iota "
-                                "expression; tile data comes from NKI instructions")
+                raise core.fail("bad-operand", _HOST_ARRAY_ONLY)
             if "nd" not in x:  # an index array this run's kernel process defined before
                 arr = self.index_arrays.get(x["ix"]) if type(x["ix"]) is int else None
                 if arr is None:

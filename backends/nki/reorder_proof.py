@@ -33,8 +33,9 @@ from typing import Any
 
 READ, WRITE, ACC = 0, 1, 2
 # Instructions whose read-and-write of one region is an addition into it (they commute with
-# each other in any order): TensorE accumulating into PSUM, a DMA with dst_rmw_op=nl.add.
-ACCUMULATING = frozenset({"nc_matmul", "dma_copy"})
+# each other in any order): TensorE accumulating into PSUM, a DMA with dst_rmw_op=nl.add, an
+# nl.atomic_rmw (op=np.add, the only one NKI supports).
+ACCUMULATING = frozenset({"nc_matmul", "dma_copy", "atomic_rmw"})
 # Pairs of overlapping accesses compared before the proof gives up (then the reversed run
 # decides): a bound on the proof's own time for kernels whose accesses all overlap.
 MAX_COMPARISONS = 2_000_000

@@ -30,7 +30,8 @@ from typing import Callable, Iterator
 # helpers. Any other nki.language / nki.isa call makes a tensor.
 NOT_TENSORS = frozenset({
     "arange", "mgrid", "ds", "par_dim", "affine_range", "sequential_range", "static_range", "program_id",
-    "num_programs", "program_ndim", "spmd_dim", "nc", "device_print", "finfo", "iinfo", "static_cast", "tile_size",
+    "num_programs", "program_ndim", "spmd_dim", "nc", "device_print", "random_seed", "finfo", "iinfo", "static_cast",
+    "tile_size",
     "get_nc_version", "dtype", "bfloat16", "float32", "float16", "int32", "uint32", "int8", "uint8", "bool_",
 })
 VIEW_METHODS = frozenset({"reshape", "view", "broadcast_to", "ap", "slice", "select", "permute", "expand_dim",

@@ -294,6 +294,40 @@ def composites(x):
     nisa.nc_stream_shuffle(dst=r, src=r, shuffle_mask=[255] * 32)
     nisa.dma_copy(dst=out, src=r)
     return out
+
+
+@nki.jit
+def additions(x):
+    # x: (128, 512) float32: dynamic offsets, random numbers, gathers, atomics, collectives
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    off = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.iota(dst=off, expr=nl.arange(1)[:, None] * 0 + 100)
+    g = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.tensor_copy_dynamic_src(dst=g, src=t[:, nl.ds(off[0, 0], 8)])
+    nisa.tensor_copy_dynamic_dst(dst=t[:, nl.ds(off[0, 0], 8)], src=g)
+    nl.random_seed(off)
+    rnd = nl.rand((128, 512), dtype=nl.float32)
+    d = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dropout(dst=d, data=t, prob=0.1)
+    d2 = nl.dropout(rnd, rate=0.1)
+    fm = nl.fmod(d2, 0.5)
+    seg = nl.ndarray((1, 512), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.iota(dst=seg, expr=nl.arange(1)[:, None] + nl.arange(512)[None, :] // 4)
+    bounds = nl.ndarray((1, 2, 512), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.sequence_bounds(dst=bounds, segment_ids=seg)
+    li = nl.ndarray((128, 2), dtype=nl.uint16, buffer=nl.sbuf)
+    nisa.iota(dst=li, expr=nl.arange(128)[:, None] * 0 + nl.arange(2)[None, :] * 8)
+    lg = nl.ndarray((128, 32), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.local_gather(dst=lg, src_buffer=t, index=li, num_elem_per_idx=1)
+    red = nl.all_reduce(fm, op=nl.add, program_axes=0)
+    nisa.tensor_tensor(dst=d, data1=d, data2=red, op=nl.add)
+    nisa.dma_copy(dst=out, src=d)
+    rows = nl.ndarray((128, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.iota(dst=rows, expr=nl.arange(128)[:, None])
+    nl.atomic_rmw(out[rows, nl.arange(512)[None, :]], value=t, op=nl.add)
+    return out
 '''
 
 # -- the older neuronxcc.nki API ------------------------------------------------------------

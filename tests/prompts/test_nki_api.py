@@ -96,7 +96,7 @@ B = RNG.standard_normal((128, 512)).astype(np.float32)
 
 CASES = {
     "new": [("ops", [POS]), ("matmul", [A_T, B]), ("matmul_explicit", [A_T, B]), ("shapes", [RNG.standard_normal((256, 128)).astype(np.float32)]),
-            ("extras", [B]), ("composites", [B])],
+            ("extras", [B]), ("composites", [B]), ("additions", [B])],
     "old": [("ops", [np.concatenate([POS, POS])]), ("matmul", [RNG.standard_normal((256, 128)).astype(np.float32),
                                                               RNG.standard_normal((256, 512)).astype(np.float32)]),
             ("nc_matmul_acc", [A_T, B]), ("masked_tail", [RNG.standard_normal((200, 64)).astype(np.float32)]),

@@ -1112,6 +1112,35 @@ async def test_nki_attack_host_array_as_tile_data(hostile, target, honest):
     assert ev.verdict is Verdict.RUNTIME_ERROR and "a host array can only index a tile" in ev.feedback, ev.feedback
 
 
+@pytest.mark.parametrize("use", [
+    "nisa.tensor_copy(dst=t, src=smuggled)",
+    "nl.store(out[0:128, :], value=smuggled)",
+    "nl.store(out[0:128, :], value=nl.add(nl.load(a[0:128, :]), smuggled))",
+    "nisa.tensor_copy_dynamic_src(dst=t, src=smuggled)",
+    "nisa.scalar_tensor_tensor(dst=t, data=smuggled, op0=nl.multiply, operand0=1.0, op1=nl.add, operand1=t)",
+])
+async def test_nki_bypass_dynamic_offsets_carry_no_host_data(hostile, target, honest, use):
+    """The interpreter now accepts ``offset_tile + host_array`` (a dynamic offset, as
+    ``offsets[0, i] + i_f`` for nisa.tensor_copy_dynamic_src/dst). With the allowlist off, the
+    attack computes the answer on the host and adds it to a one-element integer tile, hoping
+    the sum becomes tile data: an instruction's operand, a stored value, an addend of a data
+    tile, a dynamic copy's source. Beaten by construction: the sum is an index object that
+    only indexes an on-chip tile, so every use as data is refused."""
+    code = HEAD + f'''    pa, pb = get_inputs(np.random.default_rng(0))
+    want = ((2.0 * pa + pb) * 1e6).astype(np.int32)
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    off = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.iota(dst=off, expr=nl.arange(1)[None, :], dtype=nl.int32)
+    t = nl.ndarray((128, a.shape[1]), dtype=nl.float32, buffer=nl.sbuf)
+    smuggled = off + want[:128]
+    {use}
+    return out
+'''
+    ev = await attack(hostile, target, honest, code, bypass=True)
+    assert ev.verdict is Verdict.RUNTIME_ERROR, (ev.verdict, ev.feedback)
+    assert "DynamicIndex" in ev.feedback or "dynamic offset" in ev.feedback, ev.feedback
+
+
 async def test_nki_attack_operator_and_functools_reach_no_attributes(hostile, target, honest):
     """functools.reduce and operator's arithmetic are allowed for shape arithmetic
     (``reduce(mul, shape, 1)``, as Autocomp's cumsum does). The attack takes the rest of those

@@ -150,6 +150,12 @@ class State:
         # entries, used again and again): id -> (the array, min, max). An entry holds its
         # array, so an id names it only while it is the very same object.
         self.index_bounds: dict[int, tuple[np.ndarray, int, int]] = {}
+        # Set while nisa.tensor_copy_dynamic_src/dst move a view at a dynamic offset (an
+        # on-chip view indexed by a tile's value): the only instructions that may (see read).
+        self.dynamic_ok: bool = False
+        # The VectorE random number generator (nl.rand, nl.dropout, nisa.dropout): created on
+        # first use from DEFAULT_RANDOM_SEED, replaced by nl.random_seed (see random_generator).
+        self.rng: "np.random.Generator | None" = None
 
 
 def frozen_index_array(arr: np.ndarray) -> np.ndarray:
@@ -519,7 +525,7 @@ class Tensor:
 
     # Internal state is underscore-named: kernels may not touch private attributes (static.py).
     __slots__ = ("_alloc", "_data", "_written", "_key", "_basic", "_fresh", "_from_te", "_producer", "_valid", "_kshape",
-                 "__weakref__")
+                 "_dyn", "__weakref__")
 
     def __init__(self, alloc: Allocation, data: np.ndarray, written: np.ndarray, key: tuple | None = None,
                  valid: np.ndarray | None = None) -> None:
@@ -539,6 +545,11 @@ class Tensor:
         self._fresh = False
         self._from_te = False
         self._producer = -1
+        # The tiles whose values index this view (None: none): the (P, 1) index tile of an
+        # indirect DMA view of HBM (``hbm[idx_tile, i_f]``), or the one-element offset tiles
+        # of an on-chip view at a dynamic offset (``sbuf[i_p, off_tile + i_f]``), which only
+        # nisa.tensor_copy_dynamic_src/dst may move (see read and _store).
+        self._dyn: tuple["Tensor", ...] | None = None
 
     # -- metadata -------------------------------------------------------------------
     @property
@@ -597,7 +608,9 @@ class Tensor:
             if pred.all():
                 return self
             valid = pred if self._valid is None else (np.broadcast_to(self._valid, self.shape) & pred)
-            return Tensor(self._alloc, self._data, self._written, self._key, valid)
+            view = Tensor(self._alloc, self._data, self._written, self._key, valid)
+            view._dyn = self._dyn
+            return view
         if self._key is not None:
             raise fail("nested-index", "this view was made with index arrays (nl.arange/nl.mgrid); index the original tensor once with the combined indices", "tensor[...]")
         fast = _plain_key(key, self._data.shape)
@@ -609,15 +622,22 @@ class Tensor:
                 view = Tensor(self._alloc, self._data, self._written, arrays[0], None)
                 view._basic = arrays[1]
                 return view
-            if any(isinstance(k, Tensor) for k in (key if isinstance(key, tuple) else (key,))):
+            indirect = None
+            keys = key if isinstance(key, tuple) else (key,)
+            if any(isinstance(k, (Tensor, DynamicIndex)) for k in keys):
+                if self.on_chip:
+                    return self._dynamic_view(keys)
+                indirect = tuple(k for k in keys if isinstance(k, Tensor))
                 key = self._indirect_key(key)
             oob: list[str] = []
             key = normalize_key(key, self.shape, "tensor[...]", deferred=oob)
-        if fast is None and any(isinstance(k, np.ndarray) for k in key):
-            valid = None
-            if oob:
-                valid, key = _clip_key(key, self.shape)
-            return Tensor(self._alloc, self._data, self._written, key, valid)
+            if any(isinstance(k, np.ndarray) for k in key):
+                valid = None
+                if oob:
+                    valid, key = _clip_key(key, self.shape)
+                view = Tensor(self._alloc, self._data, self._written, key, valid)
+                view._dyn = indirect or None
+                return view
         if self.on_chip:
             key = _keep_free_dims(key, self.ndim - self._alloc._data.ndim + self._alloc.pdim)
         if all(isinstance(k, (int, np.integer)) for k in key):
@@ -632,6 +652,10 @@ class Tensor:
                        "indexed by a tile", "tensor[...]")
         out = []
         for k in (key if isinstance(key, tuple) else (key,)):
+            if isinstance(k, DynamicIndex):
+                raise fail("dynamic-index", "a dynamic offset (an offset tile plus an index expression) indexes an "
+                           "on-chip tile for nisa.tensor_copy_dynamic_src/dst; an HBM tensor is indexed by a (P, 1) "
+                           "index tile (indirect DMA: hbm[idx_tile, i_f])", "tensor[...]")
             if isinstance(k, Tensor):
                 if not k.on_chip or k.dtype.kind not in "iu":
                     raise fail("dynamic-index", f"an index tile must be an on-chip integer tile, got {k!r}", "tensor[...]")
@@ -640,6 +664,55 @@ class Tensor:
             else:
                 out.append(k)
         return tuple(out)
+
+    def _dynamic_view(self, keys: tuple) -> "Tensor":
+        """An on-chip view at a dynamic offset: ``t[i_p, off]`` or ``t[i_p, off + i_f]`` with
+        ``off`` a one-element integer SBUF tile (its value read now, as the instruction that
+        moves the view reads it) along a free axis (NKI ISA reference,
+        nisa.tensor_copy_dynamic_src/dst: "a dynamic offset within each partition", "a
+        scalar value resided in SBUF"). Only those two instructions may move such a view."""
+        call = "tensor[...]"
+        if self._key is not None:
+            raise fail("nested-index", "this view was made with index arrays (nl.arange/nl.mgrid); index the original "
+                       "tensor once with the combined indices", call)
+        pax = max(self.ndim - self._alloc._data.ndim + self._alloc.pdim, 0)  # this view's partition axis
+        explicit = sum(1 for k in keys if k is not Ellipsis and k is not None)
+        tiles: list[Tensor] = []
+        out: list[Any] = []
+        axis = 0
+        for k in keys:
+            if k is Ellipsis:
+                axis += max(len(self.shape) - explicit, 0)
+                out.append(k)
+                continue
+            if k is None:
+                out.append(k)
+                continue
+            if isinstance(k, (Tensor, DynamicIndex)):
+                if axis == pax:
+                    raise fail("dynamic-index", "a dynamic offset indexes a free axis (an offset within each "
+                               "partition); the partition axis takes static indices", call,
+                               "dynamic offsets along free axes only")
+                if isinstance(k, Tensor):
+                    tiles.append(k)
+                    value = dynamic_offset(k, call)
+                    where = np.array([value], dtype=np.int64)
+                else:
+                    tiles.append(k.tile)
+                    value, where = k.value, k.indices()
+                size = self.shape[axis] if axis < len(self.shape) else 0
+                if where.size and (where.min() < 0 or where.max() >= size):
+                    raise fail("out-of-bounds", f"the dynamic offset {value} puts the view at {int(where.min())}.."
+                               f"{int(where.max())} on axis {axis}, outside the {size} elements there", call,
+                               "views at dynamic offsets within the tile")
+                out.append(where)
+            else:
+                out.append(k)
+            axis += 1
+        key = normalize_key(tuple(out), self.shape, call)
+        view = Tensor(self._alloc, self._data, self._written, key)
+        view._dyn = tuple(tiles)
+        return view
 
     def _select(self, array: np.ndarray) -> np.ndarray:
         """This view's elements of ``array`` (the allocation's data or its written-mask)."""
@@ -663,6 +736,8 @@ class Tensor:
 
     def _store(self, values: np.ndarray, mask: np.ndarray | None = None) -> None:
         """Write ``values`` (any float dtype) into this view, rounding to its dtype."""
+        if self._dyn is not None and not STATE.dynamic_ok and self.on_chip:
+            raise fail("dynamic-index", _DYNAMIC_ONLY)
         shape = self.shape
         values = np.asarray(values)
         if values.shape != shape:
@@ -1290,6 +1365,112 @@ def require_tensor(x: Any, what: str, call: str) -> Tensor:
     return x
 
 
+# ---------------------------------------------------------------------------- dynamic offsets
+_DYNAMIC_ONLY = ("this view is at a dynamic offset (indexed by a tile's value); on-chip, only "
+                 "nisa.tensor_copy_dynamic_src reads such a view and nisa.tensor_copy_dynamic_dst writes one: "
+                 "copy it to or from a tile of its own with them")
+
+
+def dynamic_offset(t: Tensor, call: str) -> int:
+    """The value of ``t`` as a dynamic offset: one element of an integer SBUF tile (NKI ISA
+    reference, nisa.tensor_copy_dynamic_src/dst: "The dynamic offset must be a scalar value
+    resided in SBUF")."""
+    if not isinstance(t, Tensor) or t._alloc.buffer != "sbuf":
+        where = t._alloc.buffer if isinstance(t, Tensor) else type(t).__name__
+        raise fail("dynamic-index", f"a dynamic offset is the value of a one-element integer tile in SBUF, got one in "
+                   f"{where}", call, "dynamic offsets come from SBUF")
+    if t.dtype.kind not in "iu" or math.prod(t.shape) != 1:
+        raise fail("dynamic-index", f"a dynamic offset is the value of a one-element integer tile, got {t.shape} "
+                   f"{dtype_name(t.dtype)} (index a single element: offsets[0, i])", call)
+    return int(np.asarray(read(t, "dynamic offset", call)).reshape(-1)[0])
+
+
+class DynamicIndex:
+    """``off + i_f``: an index expression (nl.arange / nl.mgrid arithmetic) shifted by the
+    value of a one-element integer SBUF tile ``off`` (the older API's dynamic-offset form,
+    ``src[i_p, offsets[0, i] + i_f]``, and ``nl.ds(off, size)``). It can only index an
+    on-chip tile (a view at a dynamic offset, see Tensor._dynamic_view): it never becomes
+    tile data, so a host array can take part in it."""
+
+    __slots__ = ("tile", "value", "offset")
+
+    def __init__(self, tile: Tensor, offset: np.ndarray, call: str) -> None:
+        self.tile = tile
+        self.value = dynamic_offset(tile, call)
+        self.offset = np.asarray(offset, dtype=np.int64)
+
+    def indices(self) -> np.ndarray:
+        return self.value + self.offset
+
+    def __add__(self, other: Any) -> "DynamicIndex":
+        arr = np.asarray(other)
+        if arr.dtype.kind not in "iu":
+            raise fail("dynamic-index", "a dynamic offset adds only integers and integer index expressions", "tensor[...]")
+        out = DynamicIndex.__new__(DynamicIndex)
+        out.tile, out.value, out.offset = self.tile, self.value, self.offset + arr.astype(np.int64)
+        return out
+
+    __radd__ = __add__
+
+    def __array__(self, *args: Any, **kwargs: Any) -> np.ndarray:
+        raise fail("dynamic-index", "a dynamic offset (an offset tile plus an index expression) can only index an "
+                   "on-chip tile (src[i_p, off + i_f]), not stand for data or a mask")
+
+    def __repr__(self) -> str:
+        return f"<dynamic offset {self.value} + index expression {tuple(self.offset.shape)}>"
+
+
+def dynamic_index(tile: Tensor, expr: np.ndarray, call: str) -> DynamicIndex:
+    """``tile + expr`` with ``expr`` an integer index expression: a dynamic-offset index."""
+    arr = np.asarray(expr)
+    if arr.dtype.kind not in "iu":
+        raise fail("bad-operand", "a host array takes part in tile arithmetic only as an integer index expression "
+                   "added to a one-element integer SBUF tile (a dynamic offset: offsets[0, i] + i_f); tile data comes "
+                   "from NKI instructions", call)
+    return DynamicIndex(tile, arr, call)
+
+
+class dynamic_access:  # noqa: N801 - used as a context manager
+    """Lets the enclosed reads and writes move views at a dynamic offset (the dynamic copies)."""
+
+    def __enter__(self) -> None:
+        self.saved = STATE.dynamic_ok
+        STATE.dynamic_ok = True
+
+    def __exit__(self, *exc: Any) -> None:
+        STATE.dynamic_ok = self.saved
+
+
+# ---------------------------------------------------------------------------- random numbers
+# The seed of the random number generator until a kernel calls nl.random_seed: fixed, so a
+# kernel's random values are the same in every run (the oracle's, the candidate's, the
+# kernel process's and this process's) and can be compared. The NKI docs leave the
+# hardware generator's algorithm unspecified; these are NumPy's PCG64 numbers.
+DEFAULT_RANDOM_SEED = 0
+
+
+def random_generator() -> np.random.Generator:
+    """The run's random number generator: one stream, as VectorE holds one generator state;
+    a seed restarts it (nl.random_seed: "Using the same seed will generate the same sequence
+    of random numbers"). Drawing inside an affine_range loop makes the values depend on the
+    order of the iterations, so the reorder proof gives up there and the reversed-loop run
+    decides (a kernel that seeds each iteration, as AWS's flash attention does, passes it)."""
+    if STATE.proof is not None and affine_path():
+        STATE.proof.give_up("random numbers are drawn inside an affine_range loop (the generator's state is "
+                            "carried from one iteration to the next)")
+    if STATE.rng is None:
+        STATE.rng = np.random.default_rng(DEFAULT_RANDOM_SEED)
+    return STATE.rng
+
+
+def seed_random(seed: int) -> None:
+    """nl.random_seed: restart the generator from a 32-bit seed."""
+    if STATE.proof is not None and affine_path():
+        STATE.proof.give_up("nl.random_seed inside an affine_range loop (the generator's state is carried from one "
+                            "iteration to the next)")
+    STATE.rng = np.random.default_rng(int(seed) & 0xFFFFFFFF)
+
+
 def check_bounds(t: Tensor, mask: Any, what: str, call: str) -> None:
     """A view reaching past its tensor is usable only where ``mask`` excludes the outside."""
     if t._valid is None:
@@ -1307,6 +1488,8 @@ def read(t: Tensor, what: str, call: str, mask: np.ndarray | None = None) -> np.
     """The values of a view. Reading memory that nobody wrote is an error when none of the
     elements read were written; a partly written tile (a masked tail tile) may be read as a
     whole, its unwritten elements are NaN (integers 0), and only written data reaches HBM."""
+    if t._dyn is not None and not STATE.dynamic_ok and t.on_chip:
+        raise fail("dynamic-index", f"{what}: {_DYNAMIC_ONLY}", call)
     check_bounds(t, mask, what, call)
     if STATE.proof is not None:
         STATE.proof.pending.append(t)  # (the next instruction read it, whatever it records)

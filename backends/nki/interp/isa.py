@@ -172,6 +172,7 @@ BINARY: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
     "minimum": np.minimum,
     "power": np.power,
     "mod": np.mod,
+    "fmod": np.fmod,  # (nl.fmod: the remainder with the dividend's sign, as C's fmod; nl.mod takes the divisor's)
     "equal": lambda a, b: (a == b).astype(np.float32),
     "not_equal": lambda a, b: (a != b).astype(np.float32),
     "greater": lambda a, b: (a > b).astype(np.float32),
@@ -1678,3 +1679,233 @@ def quantize_mx(dst: Any = None, src: Any = None, dst_scale: Any = None, *, name
 
 
 FUNCTIONS.update(nc_matmul_mx=nc_matmul_mx, quantize_mx=quantize_mx)
+
+
+# ---------------------------------------------------------------------------- dynamic offsets, random numbers, gathers
+def _dynamic_tiles(t: Tensor) -> list[Tensor]:
+    """The offset tiles of a view at a dynamic offset (what the instruction reads besides it)."""
+    return list(t._dyn) if t._dyn is not None and t.on_chip else []
+
+
+def _copy_engine(engine: Any, tiles: list[Tensor], call: str) -> str:
+    eng = _engine(engine, "vector", ("vector", "scalar", "gpsimd"), call)
+    if eng == "gpsimd" and any(t is not None and t._alloc.buffer == "psum" for t in tiles):
+        raise fail("buffer", "GpSimdE cannot access PSUM", call)
+    return eng
+
+
+def tensor_copy_dynamic_src(dst: Any = None, src: Any = None, *, engine: Any = None, dtype: Any = None,
+                            mask: Any = None, name: str = "", call: str = "nisa.tensor_copy_dynamic_src") -> Tensor | None:
+    """Copy ``src``, a view at a dynamic offset within each partition (indexed by the value
+    of a one-element integer SBUF tile: ``src[i_p, off + i_f]``, ``src[:, off]``), into ``dst``
+    (NKI ISA reference). Both tiles in SBUF or PSUM, the same partitions and elements per
+    partition; VectorE unless ``engine`` says ScalarE or GpSimdE. The older API returns a new
+    tile. An ``src`` at a static offset is copied as it is. The reference's cost is
+    ``max(MIN_II_DYNAMIC ~600, N)`` cycles; the cost model charges the tensor_copy rate."""
+    t = _on_chip(src, "src", call)
+    offsets = _dynamic_tiles(t)
+    eng = _copy_engine(engine, [t, dst if isinstance(dst, Tensor) else None], call)
+    with core.dynamic_access():
+        values = read(t, "src", call, mask)
+    out = _output(dst, t.shape, dtype or t.dtype, call)
+    _write(out, (_f32(values) if values.dtype != out.dtype else values).reshape(out.shape), mask)
+    _consume(t)
+    record("tensor_copy_dynamic_src", eng, t.shape[0], free_size(t.shape), _dtype_bytes(t, out), [t] + offsets, [out])
+    return out if out._fresh else None
+
+
+def tensor_copy_dynamic_dst(dst: Any = None, src: Any = None, *, engine: Any = None, dtype: Any = None,
+                            mask: Any = None, name: str = "", call: str = "nisa.tensor_copy_dynamic_dst") -> None:
+    """Copy ``src`` into ``dst``, a view at a dynamic offset within each partition (see
+    tensor_copy_dynamic_src), to scatter tiles by computed positions. Both in SBUF or PSUM,
+    the same partitions and elements per partition; writes ``dst`` and returns nothing, in
+    both APIs (the older API's form takes ``dst=`` too)."""
+    d = core.require_tensor(dst, "dst", call)
+    if not d.on_chip:
+        raise fail("buffer", f"dst is in {d._alloc.buffer}; {call} writes only SBUF or PSUM", call, "no compute on HBM")
+    s = _on_chip(src, "src", call)
+    if s.shape[0] != d.shape[0] or free_size(s.shape) != free_size(d.shape):
+        raise fail("shape-mismatch", f"src {s.shape} and dst {d.shape} must have the same partitions and elements per "
+                   "partition", call)
+    eng = _copy_engine(engine, [s, d], call)
+    values = read(s, "src", call, mask)
+    if mask is not None and STATE.style == "new":
+        raise fail("mixed-api", "mask= belongs to the older neuronxcc.nki API", call, static=True)
+    with core.dynamic_access():
+        d._store((_f32(values) if values.dtype != d.dtype else values).reshape(d.shape),
+                 None if mask is None else np.asarray(mask, dtype=bool))
+    _consume(s)
+    record("tensor_copy_dynamic_dst", eng, d.shape[0], free_size(d.shape), _dtype_bytes(s, d), [s] + _dynamic_tiles(d),
+           [d])
+    return None
+
+
+def _drop_probability(prob: Any, data: Tensor, call: str,
+                      one_element: bool = False) -> tuple[np.ndarray | float, Tensor | None]:
+    """``prob`` as a number or a (P, 1) column (``one_element``: also a one-element tile for
+    every partition, as nl.dropout's rate may be). A probability tile holds floats, float32
+    for integer data (NKI ISA reference, nisa.dropout)."""
+    p = data.shape[0]
+    if isinstance(prob, Tensor):
+        t = _on_chip(prob, "prob", call)
+        if not core.is_float(t.dtype):
+            raise fail("bad-operand", f"prob holds drop probabilities: a float tile, got {core.dtype_name(t.dtype)}", call)
+        if data.dtype.kind in "iu" and t.dtype != F32:
+            raise fail("bad-operand", f"prob must be float32 when data is an integer tile, got {core.dtype_name(t.dtype)}",
+                       call)
+        n = math.prod(t.shape)
+        if one_element and n == 1:
+            return float(_f32(read(t, "prob", call)).reshape(-1)[0]), t
+        if t.shape[0] != p or free_size(t.shape) != 1:
+            raise fail("shape-mismatch", f"prob must be a number or a ({p}, 1) tile (one drop probability per "
+                       f"partition), got {t.shape}", call)
+        return _f32(read(t, "prob", call)).reshape(p, 1).astype(np.float64), t
+    if isinstance(prob, (int, float, np.integer, np.floating)) and not isinstance(prob, (bool, np.bool_)):
+        return float(prob), None
+    raise fail("bad-operand", f"prob must be a number or a ({p}, 1) tile, got {type(prob).__name__}", call)
+
+
+def dropout(dst: Any = None, data: Any = None, prob: Any = None, *, dtype: Any = None, mask: Any = None, name: str = "",
+            call: str = "nisa.dropout", one_element: bool = False) -> Tensor | None:
+    """Replace elements of ``data`` with zeros, each with probability ``prob`` (a number or a
+    (P, 1) tile of per-partition probabilities: 1.0 drops all, 0.0 keeps all), on VectorE
+    (NKI ISA reference). Kept elements keep their values: the instruction does not scale them
+    by 1/(1 - prob) (AWS's flash attention multiplies by it itself). The output dtype is
+    data's (the ``nki`` API requires ``dst`` of data's dtype; the older API's ``dtype=`` may
+    change a float tile's). The random numbers come from the run's generator (see
+    core.random_generator): deterministic for a seed (nl.random_seed), one uniform draw per
+    element, an element dropped where its draw is below its probability."""
+    t = _on_chip(data, "data", call)
+    p = t.shape[0]
+    prob_v, prob_t = _drop_probability(prob, t, call, one_element)
+    x = read(t, "data", call, mask)
+    out = _output(dst, t.shape, dtype or t.dtype, call)
+    if out.dtype != t.dtype and (_style() == "new" or t.dtype.kind in "iu"):
+        raise fail("bad-operand", f"the output dtype ({core.dtype_name(out.dtype)}) must be data's "
+                   f"({core.dtype_name(t.dtype)})", call)
+    draws = core.random_generator().random(t.shape)
+    keep = draws >= _bcast_free(prob_v, t.shape)
+    values = np.where(keep, x if t.dtype.kind in "iu" else _f32(x), 0)
+    _write(out, values.reshape(out.shape), mask)
+    reads = [t] + ([prob_t] if prob_t is not None else [])
+    _consume(*reads)
+    record("dropout", "vector", p, free_size(t.shape), _dtype_bytes(t, out), reads, [out])
+    return out if out._fresh else None
+
+
+_SEGMENT_DTYPES = ("float32", "int32")
+
+
+def sequence_bounds(dst: Any = None, segment_ids: Any = None, *, dtype: Any = None, name: str = "",
+                    call: str = "nisa.sequence_bounds") -> Tensor | None:
+    """For each element of a (1, n) tile of segment IDs, the [start, end) of the run of equal
+    IDs it belongs to (GpSimdE; NKI ISA reference and its NumPy equivalent): out[0, 0, i] is
+    the start index, out[0, 1, i] the end index (exclusive); padding (ID 0) gets start n and
+    end -1. IDs are non-negative integers in float32 or int32; the result (1, 2, n) is
+    float32 or int32 (the older API's ``dtype=``, default the IDs' dtype)."""
+    s = _on_chip(segment_ids, "segment_ids", call, allow_psum=False)
+    if s.shape[0] != 1:
+        raise fail("shape-mismatch", f"segment_ids must have one partition, got {s.shape}", call,
+                   "sequence_bounds partition dimension == 1")
+    if core.dtype_name(s.dtype) not in _SEGMENT_DTYPES:
+        raise fail("bad-dtype", f"segment_ids must be float32 or int32, got {core.dtype_name(s.dtype)}", call)
+    ids = np.asarray(read(s, "segment_ids", call), dtype=np.float64).reshape(-1)
+    if ids.size and (not np.all(np.isfinite(ids)) or ids.min() < 0 or np.any(ids != np.trunc(ids))):
+        raise fail("bad-operand", "segment IDs must be non-negative integers (0 marks padding)", call)
+    n = ids.size
+    pos = np.arange(n)
+    first = np.ones(n, dtype=bool)
+    first[1:] = ids[1:] != ids[:-1]
+    run = np.cumsum(first) - 1
+    run_start = pos[first]
+    run_end = np.append(run_start[1:], n)
+    starts = np.where(ids == 0, n, run_start[run]).astype(np.float64)
+    ends = np.where(ids == 0, -1, run_end[run]).astype(np.float64)
+    out = _output(dst, (1, 2, n), dtype or s.dtype, call)
+    if core.dtype_name(out.dtype) not in _SEGMENT_DTYPES:
+        raise fail("bad-dtype", f"the sequence bounds are float32 or int32, got {core.dtype_name(out.dtype)}", call)
+    _write(out, np.stack([starts, ends]).reshape(out.shape))
+    _consume(s)
+    record("sequence_bounds", "gpsimd", 1, n, _dtype_bytes(s, out), [s], [out])
+    return out if out._fresh else None
+
+
+_GATHER_PARTITIONS = 16  # SBUF partitions each of GpSimdE's eight cores connects to
+_GATHER_ELEMS = (1, 2, 4, 8, 16, 32)
+_GATHER_MAX_INDICES = 4096
+
+
+def local_gather(dst: Any = None, src_buffer: Any = None, index: Any = None, num_elem_per_idx: Any = 1,
+                 num_valid_indices: Any = None, *, mask: Any = None, name: str = "",
+                 call: str = "nisa.local_gather") -> Tensor | None:
+    """Gather on GpSimdE (NKI ISA reference and its NumPy equivalent): each core serves 16
+    partitions and reads its 16-partition slice of ``index`` (uint16) flattened partition
+    first; its first ``num_valid_indices`` indices (default all) each pick
+    ``num_elem_per_idx`` contiguous elements of every one of its partitions' (flattened)
+    free elements of ``src_buffer``: ``out[p, k, e] = src[p].ravel()[indices_1d[k] + e]``,
+    (P, num_valid_indices, num_elem_per_idx), of src's dtype (no casting). An index past the
+    end is undefined on hardware; here it is an error, so no result depends on it."""
+    src = _on_chip(src_buffer, "src_buffer", call, allow_psum=False)
+    ix = _on_chip(index, "index", call, allow_psum=False)
+    if core.dtype_name(ix.dtype) != "uint16":
+        raise fail("bad-dtype", f"index must be uint16, got {core.dtype_name(ix.dtype)}", call)
+    p = src.shape[0]
+    if ix.shape[0] != p or p % _GATHER_PARTITIONS:
+        raise fail("shape-mismatch", f"src_buffer {src.shape} and index {ix.shape} must have the same number of "
+                   "partitions, a multiple of 16", call, "src_buffer.shape[0] == index.shape[0], a multiple of 16")
+    if not _is_int(num_elem_per_idx) or int(num_elem_per_idx) not in _GATHER_ELEMS:
+        raise fail("bad-operand", f"num_elem_per_idx must be one of {list(_GATHER_ELEMS)}, got {num_elem_per_idx!r}", call)
+    per_core = _GATHER_PARTITIONS * free_size(ix.shape)
+    nvi = per_core if num_valid_indices is None else num_valid_indices
+    if not _is_int(nvi) or not 0 < int(nvi) <= per_core:
+        raise fail("bad-operand", f"num_valid_indices must be an integer from 1 to {per_core} (the indices in each "
+                   f"16-partition slice of index), got {num_valid_indices!r}", call)
+    nvi, nepi = int(nvi), int(num_elem_per_idx)
+    if nvi > _GATHER_MAX_INDICES:
+        raise fail("bad-operand", f"{nvi} indices per GpSimd core", call, f"at most {_GATHER_MAX_INDICES} indices per core")
+    data = read(src, "src_buffer", call).reshape(p, -1)
+    where = np.asarray(read(ix, "index", call)).astype(np.int64).reshape(p, -1)
+    cores = where.reshape(p // _GATHER_PARTITIONS, _GATHER_PARTITIONS, -1).transpose(0, 2, 1).reshape(
+        p // _GATHER_PARTITIONS, -1)[:, :nvi]
+    pos = cores[:, :, None] + np.arange(nepi, dtype=np.int64)  # (cores, nvi, nepi)
+    if pos.size and pos.max() >= data.shape[1]:
+        raise fail("index-out-of-bounds", f"index {int(cores.max())} reads {nepi} element(s) past element "
+                   f"{data.shape[1] - 1} of src_buffer's partitions (out-of-bounds gathers are undefined on hardware)",
+                   call)
+    rows = data.reshape(p // _GATHER_PARTITIONS, _GATHER_PARTITIONS, -1)
+    values = np.stack([rows[c][:, pos[c]] for c in range(rows.shape[0])]).reshape(p, nvi, nepi)
+    out = _output(dst, (p, nvi, nepi), src.dtype, call)
+    if out.dtype != src.dtype:
+        raise fail("bad-operand", f"dst ({core.dtype_name(out.dtype)}) must have src_buffer's dtype "
+                   f"({core.dtype_name(src.dtype)}): local_gather does not cast", call)
+    _write(out, values.reshape(out.shape), mask)
+    _consume(src, ix)
+    record("local_gather", "gpsimd", p, nvi * nepi, src.dtype.itemsize, [src, ix], [out])
+    return out if out._fresh else None
+
+
+def _old_tensor_copy_dynamic_src(src, *, mask=None, dtype=None, engine=None, **kw):
+    return tensor_copy_dynamic_src(None, src, engine=engine, dtype=dtype, mask=mask)
+
+
+def _old_tensor_copy_dynamic_dst(*, dst, src, mask=None, dtype=None, engine=None, **kw):
+    return tensor_copy_dynamic_dst(dst, src, engine=engine, dtype=dtype, mask=mask)
+
+
+def _old_dropout(data, prob, *, mask=None, dtype=None, **kw):
+    return dropout(None, data, prob, dtype=dtype, mask=mask)
+
+
+def _old_sequence_bounds(*, segment_ids, dtype=None, **kw):
+    return sequence_bounds(None, segment_ids, dtype=dtype)
+
+
+def _old_local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, *, mask=None, **kw):
+    return local_gather(None, src_buffer, index, num_elem_per_idx, num_valid_indices, mask=mask)
+
+
+FUNCTIONS.update(tensor_copy_dynamic_src=tensor_copy_dynamic_src, tensor_copy_dynamic_dst=tensor_copy_dynamic_dst,
+                 dropout=dropout, sequence_bounds=sequence_bounds, local_gather=local_gather)
+OLD_FUNCTIONS.update(tensor_copy_dynamic_src=_old_tensor_copy_dynamic_src,
+                     tensor_copy_dynamic_dst=_old_tensor_copy_dynamic_dst, dropout=_old_dropout,
+                     sequence_bounds=_old_sequence_bounds, local_gather=_old_local_gather)

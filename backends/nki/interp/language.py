@@ -41,9 +41,18 @@ def par_dim(n: int) -> int:
     return core.ParDim(int(n))
 
 
-def ds(start: int, size: int) -> slice:
-    """A dynamic slice ``start : start + size``."""
-    return slice(int(start), int(start) + int(size))
+def ds(start: int, size: int) -> Any:
+    """A dynamic slice ``start : start + size``. A ``start`` that is a one-element integer
+    SBUF tile (an offset computed on the device) makes a dynamic-offset index,
+    ``start + nl.arange(size)``, for nisa.tensor_copy_dynamic_src/dst (see
+    core.DynamicIndex)."""
+    try:
+        lo = int(start)
+    except TypeError:
+        if isinstance(start, np.ndarray):
+            raise
+        return start + arange(int(size))  # (a tile: the kernel process sends this as tile arithmetic)
+    return slice(lo, lo + int(size))
 
 
 def arange(*args: int) -> np.ndarray:
@@ -293,6 +302,14 @@ def _binary(name: str, x: Any, y: Any, dtype: Any = None, mask: Any = None, **kw
     call = f"nl.{name}"
     op = isa.BINARY[name]
     tx, ty = isinstance(x, Tensor), isinstance(y, Tensor)
+    if _index_operand(x) or _index_operand(y):
+        # ``offsets[0, i] + i_f``: an index expression shifted by a tile's value (a dynamic
+        # offset for nisa.tensor_copy_dynamic_src/dst), never tile data.
+        if name != "add" or tx == ty:
+            raise fail("bad-operand", "a host array or an index expression takes part in tile arithmetic only as an "
+                       "integer index expression added to a one-element integer SBUF tile (a dynamic offset: "
+                       "offsets[0, i] + i_f); tile data comes from NKI instructions", call)
+        return core.dynamic_index(x if tx else y, y if tx else x, call)
     if not tx and not ty:
         raise fail("bad-operand", f"{call} needs at least one tile operand", call)
     if tx and ty:
@@ -324,6 +341,12 @@ def _binary(name: str, x: Any, y: Any, dtype: Any = None, mask: Any = None, **kw
     record("tensor_scalar", "gpsimd" if name == "power" else "vector", t.shape[0], free_size(t.shape),
            isa._dtype_bytes(t, out), [t], [out], op=name)
     return out
+
+
+def _index_operand(v: Any) -> bool:
+    """An operand of tile arithmetic that is an index expression or a host array (not a
+    number): only a dynamic offset's index may be made of one (see _binary)."""
+    return isinstance(v, core.DynamicIndex) or (isinstance(v, np.ndarray) and v.ndim > 0)
 
 
 def _nki_broadcast(*vals: np.ndarray) -> list[np.ndarray]:
@@ -527,6 +550,9 @@ def _inplace(name: str, target: Tensor, value: Any) -> Tensor:
         value._fresh = False
         target._fresh = "inplace"
         return target
+    if _index_operand(value):  # (an index expression is never tile data: see _binary)
+        raise fail("bad-operand", "an index expression or host array cannot be added into a tile; tile data comes "
+                   "from NKI instructions", f"tensor {name}=")
     result = _binary(name, target, value)
     target._store(read(result, "result", "+=").reshape(target.shape))
     if STATE.traced:
@@ -716,6 +742,179 @@ def gather_flattened(data: Any, indices: Any, axis: int = 0, dtype: Any = None, 
     return isa.nc_n_gather(None, data, indices, mask=mask, dtype=dtype, call="nl.gather_flattened")
 
 
+# ---------------------------------------------------------------------------- random numbers, atomics, collectives
+def rand(shape: Any, dtype: Any = np.float32, buffer: Any = None, name: str = "", **kw: Any) -> Tensor:
+    """A new tensor of random values, uniform in [0, 1) (nl.rand), from the run's generator on
+    VectorE (core.random_generator: the same values for the same seed, see random_seed; the
+    NKI docs leave the generator's algorithm open, so these are NumPy's). An HBM tensor is
+    filled by a DMA, as nl.zeros fills one."""
+    call = "nl.rand"
+    out = core.new_tensor(shape, dtype, buffer if buffer is not None else sbuf, name=name, call=call)
+    out._store(core.random_generator().random(out.shape, dtype=np.float32))
+    parts, free = core.partitions_free(out)
+    if out.is_hbm:
+        nbytes = int(out._data.size * out.dtype.itemsize)
+        record("rand", "dma", parts, free, out.dtype.itemsize, [], [out], bytes=nbytes, chunk_bytes=nbytes)
+    else:
+        record("rand", "vector", parts, free, out.dtype.itemsize, [], [out])
+    return out
+
+
+def random_seed(seed: Any, mask: Any = None, **kw: Any) -> None:
+    """Restart the random number generator from ``seed`` (nl.random_seed): a [1, 1] integer
+    tile in SBUF or PSUM (NKI 2.x; AWS's flash attention computes it as nl.add(seed[0, 0],
+    offset)) or, in the older API, a Python integer; 32 bits of it count. The same seed gives
+    the same sequence of random numbers to nl.rand, nl.dropout and nisa.dropout after it.
+    One VectorE instruction; under the older API's ``mask=`` that excludes everything it
+    does nothing."""
+    call = "nl.random_seed"
+    reads: list[Tensor] = []
+    if isinstance(seed, Tensor):
+        t = isa._on_chip(seed, "seed", call)
+        if math.prod(t.shape) != 1:
+            raise fail("shape-mismatch", f"seed must be a [1, 1] tile holding one 32-bit value, got {t.shape}", call)
+        value = float(np.asarray(read(t, "seed", call), dtype=np.float64).reshape(-1)[0])
+        if not math.isfinite(value) or value != math.trunc(value):
+            raise fail("bad-operand", f"the seed must be an integer, got {value}", call)
+        reads.append(t)
+    elif isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_)):
+        value = int(seed)
+    else:
+        raise fail("bad-operand", f"seed must be a [1, 1] integer tile or an integer, got {type(seed).__name__}", call)
+    if mask is not None:
+        if STATE.style == "new":
+            raise fail("mixed-api", "mask= belongs to the older neuronxcc.nki API", call, static=True)
+        if not np.asarray(mask, dtype=bool).any():
+            return None
+    core.seed_random(int(value))
+    isa._consume(*reads)
+    record("random_seed", "vector", 1, 1, 4, reads, [])
+    return None
+
+
+@_functional
+def dropout(x: Any, rate: Any, dtype: Any = None, mask: Any = None, **kw: Any) -> Tensor:
+    """``x`` with each element replaced by zero with probability ``rate`` (a number, a
+    one-element tile, or a (P, 1) tile of per-partition rates): nisa.dropout returning a new
+    tile. Kept elements are not scaled by 1/(1 - rate) (the NKI docs describe only the
+    zeroing; AWS's flash attention multiplies by 1/(1 - dropout_p) after nl.dropout)."""
+    return isa.dropout(None, x, rate, dtype=dtype, mask=mask, call="nl.dropout", one_element=True)
+
+
+def atomic_rmw(dst: Any, value: Any = None, op: Any = None, mask: Any = None, predicate: Any = None,
+               **kw: Any) -> None:
+    """``dst = op(dst, value)`` on HBM data, atomically (nl.atomic_rmw): ``dst`` is an HBM
+    view indexed by an index tile (indirect dynamic indexing, ``hbm[idx_tile, i_f]``, the only
+    form NKI supports), ``value`` a tile of dst's shape or a number, ``op`` np.add / nl.add
+    (the only operator NKI supports). Being atomic, rows that several indices name receive
+    every update (duplicates add up, unlike an indirect nisa.dma_copy, where the last write
+    wins). The sums are fp32, rounded to dst's dtype. The older API's ``mask=`` and a
+    ``predicate=`` (a tile, non-zero meaning update, or a comparison of index expressions;
+    one value per partition applies to its row) leave the other elements alone. A DMA."""
+    call = "nl.atomic_rmw"
+    d = core.require_tensor(dst, "dst", call)
+    if not d.is_hbm:
+        raise fail("buffer", f"dst is in {d._alloc.buffer}; nl.atomic_rmw updates HBM data", call)
+    if d._dyn is None:
+        raise fail("dynamic-index", "nl.atomic_rmw supports only indirect dynamic indexing of dst: index the HBM "
+                   "tensor with a (P, 1) integer index tile in SBUF, dst=hbm[idx_tile, i_f]; to add into a view at "
+                   "static positions use nisa.dma_copy(dst=..., src=..., dst_rmw_op=nl.add)", call,
+                   "atomic_rmw dst indexed by an index tile")
+    if op is None or isa.binop(op, call).name != "add":
+        raise fail("bad-op", f"op={op!r}: nl.atomic_rmw supports only op=np.add (nl.add)", call)
+    shape = tuple(d.shape)
+    reads: list[Tensor] = []
+    if isinstance(value, Tensor):
+        v = _to_sbuf(_as_tile(value, "value", call), call)
+        if v.shape[0] != shape[0] or free_size(v.shape) != free_size(shape):
+            raise fail("shape-mismatch", f"value {v.shape} and dst {shape} must have the same partitions and elements "
+                       "per partition", call)
+        add = isa._f32(read(v, "value", call)).reshape(shape)
+        reads.append(v)
+    elif isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, (bool, np.bool_)):
+        add = np.full(shape, np.float32(value), dtype=np.float32)
+    else:
+        raise fail("bad-operand", f"value must be a tile or a number, got {type(value).__name__}", call)
+    active = np.ones(shape, dtype=bool)
+    if mask is not None:
+        if STATE.style == "new":
+            raise fail("mixed-api", "mask= belongs to the older neuronxcc.nki API", call, static=True)
+        active &= _row_mask(np.asarray(mask, dtype=bool), shape, "mask", call)
+    if predicate is not None:
+        if isinstance(predicate, Tensor):
+            pt = _as_tile(predicate, "predicate", call)
+            cond = np.asarray(read(pt, "predicate", call)) != 0
+            reads.append(pt)
+        else:
+            cond = np.asarray(predicate)
+            if cond.dtype != np.bool_:
+                raise fail("bad-operand", "predicate must be a tile or a comparison of index expressions", call)
+        active &= _row_mask(cond, shape, "predicate", call)
+    core.check_bounds(d, active, "dst", call)
+    if d._valid is not None:
+        active &= np.broadcast_to(d._valid, shape)
+    base = d._data
+    where = np.arange(base.size, dtype=np.int64).reshape(base.shape)[d._key][active]
+    cells, slot = np.unique(where, return_inverse=True)
+    sums = np.zeros(cells.size, dtype=np.float32)
+    np.add.at(sums, slot, add[active])
+    target = Tensor(d._alloc, base, d._written, np.unravel_index(cells, base.shape))
+    if cells.size:
+        if not target._all_written():
+            raise fail("uninitialized-read", "nl.atomic_rmw adds into dst elements that no instruction wrote", call)
+        target._store(isa._f32(read(target, "dst", call)) + sums)
+    isa._consume(*reads)
+    nbytes = int(math.prod(shape)) * d.dtype.itemsize
+    record("atomic_rmw", "dma", shape[0] if shape else 1, free_size(shape), d.dtype.itemsize,
+           reads[:1] + [d] + list(d._dyn) + reads[1:], [d], bytes=nbytes,
+           chunk_bytes=int(min(isa._contiguous_bytes(d), nbytes)))
+    return None
+
+
+def _row_mask(cond: np.ndarray, shape: tuple[int, ...], what: str, call: str) -> np.ndarray:
+    """A condition over ``shape``'s elements; one value per partition ((P,) or (P, 1))
+    applies to the partition's whole row (partition-aligned, as NKI broadcasts)."""
+    if cond.ndim == 1 and shape and cond.shape[0] == shape[0]:
+        cond = cond.reshape((shape[0],) + (1,) * (len(shape) - 1))
+    try:
+        return np.broadcast_to(cond, shape)
+    except ValueError:
+        raise fail("shape-mismatch", f"{what} of shape {cond.shape} does not fit dst {shape}", call) from None
+
+
+@_functional
+def all_reduce(x: Any, op: Any, program_axes: Any, dtype: Any = None, mask: Any = None, parallel_reduce: bool = True,
+               asynchronous: bool = False, **kw: Any) -> Tensor:
+    """Reduce ``x`` with ``op`` over the SPMD programs along ``program_axes`` of the launch
+    grid (nl.all_reduce), every program getting the result. The interpreter runs a grid's
+    programs one after another, so it cannot combine tiles of several: it computes the
+    single-program case, where the reduction over one program is that program's tile (a
+    grid of size 1 along the axes, or no grid), and refuses more than one participant with
+    an error rather than invent a result. Recorded as one collective transfer (a DMA)."""
+    call = "nl.all_reduce"
+    t = _as_tile(x, "x", call)
+    isa.redop(op, call)
+    axes = program_axes if isinstance(program_axes, (tuple, list)) else (program_axes,)
+    if not axes or not all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) and a >= 0 for a in axes):
+        raise fail("bad-operand", f"program_axes must be an axis of the launch grid or a tuple of them, got "
+                   f"{program_axes!r}", call)
+    grid = STATE.grid or (1,)
+    participants = math.prod(grid[a] if a < len(grid) else 1 for a in axes)
+    if participants != 1:
+        raise fail("collective", f"nl.all_reduce over {participants} SPMD programs (axes {tuple(int(a) for a in axes)} "
+                   f"of the launch grid {tuple(STATE.grid)}) is not supported in the interpreter: it runs the "
+                   "programs one after another and cannot combine their tiles. Launch with size 1 along "
+                   "program_axes, or have each program store its partial result into a shared_hbm tensor and "
+                   "reduce those with NKI instructions", call, "all_reduce over a single program in the interpreter")
+    values = read(t, "x", call, mask)
+    out = _fresh_result(values if values.dtype.kind in "iu" else isa._f32(values), dtype or t.dtype, call=call)
+    isa._consume(t)
+    nbytes = int(values.size) * max(t.dtype.itemsize, out.dtype.itemsize)
+    record("all_reduce", "dma", t.shape[0], free_size(t.shape), max(t.dtype.itemsize, out.dtype.itemsize), [t], [out],
+           bytes=nbytes, chunk_bytes=nbytes)
+    return out
+
+
 import types as _types
 
 FLOAT_LIMITS = {alias: _types.SimpleNamespace(min=_Limits(core.DTYPES[name]).min, max=_Limits(core.DTYPES[name]).max)
@@ -733,7 +932,8 @@ SHARED = {
     "ndarray": ndarray, "zeros": zeros, "ones": ones, "full": full, "zeros_like": zeros_like,
     "ndarray_like": ndarray_like, "empty_like": empty_like, "device_print": device_print,
     "softmax": softmax, "rms_norm": rms_norm, "expand_dims": expand_dims,
-    "shared_identity_matrix": shared_identity_matrix,
+    "shared_identity_matrix": shared_identity_matrix, "rand": rand, "random_seed": random_seed, "dropout": dropout,
+    "atomic_rmw": atomic_rmw, "all_reduce": all_reduce,
 }
 
 OLDER_ONLY = {
