@@ -279,30 +279,34 @@ def _engines(res):
 
 
 def _sequence_bounds_reference(sequence):
-    """AWS's NumPy equivalent of nisa.sequence_bounds (ISA reference), for one row."""
-    n = len(sequence)
-    lo = np.zeros(n)
-    hi = np.zeros(n)
-    lo[0] = 0 if sequence[0] != 0 else n
-    for i in range(1, n):
-        lo[i] = n if sequence[i] == 0 else lo[i - 1] if sequence[i] == sequence[i - 1] else i
-    hi[-1] = n if sequence[-1] != 0 else -1
-    for i in range(n - 2, -1, -1):
-        hi[i] = -1 if sequence[i] == 0 else hi[i + 1] if sequence[i] == sequence[i + 1] else i + 1
-    return np.stack([lo, hi])[None]
+    """nisa.sequence_bounds as the ISA reference defines it, for one row: each element gets
+    [start, end) of the run of equal segment ids it is in; padding (id 0) gets (n, -1)."""
+    seq = np.asarray(sequence)
+    n = len(seq)
+    bounds = np.empty((2, n))
+    i = 0
+    while i < n:
+        j = i
+        while j < n and seq[j] == seq[i]:
+            j += 1
+        bounds[0, i:j], bounds[1, i:j] = (i, j) if seq[i] != 0 else (n, -1)
+        i = j
+    return bounds[None]
 
 
 def _local_gather_reference(src, index, num_elem_per_idx, num_valid_indices):
-    """AWS's NumPy equivalent of nisa.local_gather, with indices in elements of each
-    partition's flattened free axis (the form the hardware takes)."""
+    """nisa.local_gather as the ISA reference defines it: each group of 16 partitions reads
+    its indices partition by partition within each column (partition-first), keeps the first
+    ``num_valid_indices``, and each index picks ``num_elem_per_idx`` consecutive elements of
+    every partition's flattened free axis in the group."""
     p = src.shape[0]
     flat = src.reshape(p, -1)
+    idx = index.reshape(p, -1)
     out = np.empty((p, num_valid_indices, num_elem_per_idx), dtype=src.dtype)
-    for core_ in range(p // 16):
-        rows = slice(core_ * 16, (core_ + 1) * 16)
-        ind = index[rows].reshape(16, -1).flatten(order="F")[:num_valid_indices].astype(np.int64)
-        pos = ind[:, None] + np.arange(num_elem_per_idx)
-        out[rows] = flat[rows][:, pos]
+    for base in range(0, p, 16):
+        order = [int(idx[base + q, f]) for f in range(idx.shape[1]) for q in range(16)][:num_valid_indices]
+        for k, start in enumerate(order):
+            out[base:base + 16, k, :] = flat[base:base + 16, start:start + num_elem_per_idx]
     return out
 
 
