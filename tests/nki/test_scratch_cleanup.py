@@ -38,3 +38,43 @@ def test_scratch_root_is_removed_at_exit_and_on_close(tmp_path):
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert proc.stdout.strip() == "ok", proc.stderr[-2000:]
     assert _leftovers(tmp_path) == []
+
+
+def test_roots_of_killed_processes_are_swept_by_the_next_one(tmp_path):
+    """A process killed outright leaves its root behind; the next one removes it once it is
+    old, and never a root whose process lives or that is recent."""
+    import time
+
+    from autocomp.scratch import STALE_AFTER, sweep_stale
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead_pid = int(dead.stdout)
+    old = time.time() - STALE_AFTER - 60
+    roots = {"dead_old": f"autocomp-nki-{dead_pid}-abc", "dead_new": f"autocomp-nki-{dead_pid}-def",
+             "alive_old": f"autocomp-nki-{os.getpid()}-ghi", "other": "autocomp-nkiother", "legacy": "autocomp-nki-xyz"}
+    for key, name in roots.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "work.txt").write_text("x")
+        if key != "dead_new":
+            os.utime(tmp_path / name, (old, old))
+    removed = sweep_stale("autocomp-nki-", str(tmp_path))
+    assert removed == [str(tmp_path / roots["dead_old"])]
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(n for k, n in roots.items() if k != "dead_old")
+
+
+def test_a_killed_cli_run_leaves_a_root_the_next_run_sweeps(tmp_path):
+    code = ("from autocomp.backends.nki.harness import Harness\n"
+            "import os, signal\n"
+            "h = Harness(); print(h._root, flush=True)\n"
+            "os.kill(os.getpid(), signal.SIGKILL)\n")
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    left = _leftovers(tmp_path)
+    assert len(left) == 1 and proc.stdout.strip().endswith(left[0]), (left, proc.stdout)
+    old = os.path.getmtime(tmp_path / left[0]) - 7200
+    os.utime(tmp_path / left[0], (old, old))
+    again = subprocess.run([sys.executable, "-c", "from autocomp.backends.nki.harness import Harness\n"
+                            "h = Harness(); h._root; h.close(); print('ok')\n"],
+                           env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert again.stdout.strip() == "ok", again.stderr[-2000:]
+    assert _leftovers(tmp_path) == []
