@@ -39,4 +39,7 @@ OUT="${GPU_CHECK_OUT:-${TMPDIR:-/tmp}/autocomp-gpu-check-out}"
 echo "gpu_check: results and recorded sessions go to $OUT"
 
 command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
-exec timeout 475 "$PY" "$ROOT/bench/gpu_check.py" --out "$OUT" "$@"
+# (not exec: the EXIT trap above must still remove $WORK when the check ends)
+status=0
+timeout 475 "$PY" "$ROOT/bench/gpu_check.py" --out "$OUT" "$@" || status=$?
+exit "$status"

@@ -66,12 +66,17 @@ def test_improved_kernels_compile(cpu_backend, name):
 
 @requires_nvcc
 def test_gpu_check_compile_only_runs_without_installing(tmp_path):
-    env = dict(os.environ, GPU_CHECK_OUT=str(tmp_path / "out"), AUTOCOMP_CUDA_CACHE=str(tmp_path / "cache"))
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = dict(os.environ, GPU_CHECK_OUT=str(tmp_path / "out"), AUTOCOMP_CUDA_CACHE=str(tmp_path / "cache"),
+               TMPDIR=str(scratch))
     proc = subprocess.run(["bash", str(ROOT / "bench" / "gpu_check.sh"), "--compile-only", "--only", "row_softmax_cu"],
                           capture_output=True, text=True, timeout=300, env=env)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "row_softmax_cu" in proc.stdout and "unverified" in proc.stdout
     assert (tmp_path / "out" / "gpu_check.txt").exists()
+    # Its work folder goes when it ends (an exec of the check used to skip the EXIT trap).
+    assert [p.name for p in scratch.iterdir() if p.name.startswith("autocomp-gpu-check.")] == []
 
 
 def test_gpu_check_refuses_the_gpu_tier_without_a_gpu(tmp_path):
