@@ -438,24 +438,27 @@ def sbuf_lifetimes(trace: list[Instr], psum: set[int] | frozenset[int]) -> tuple
     first: dict[int, int] = {}
     last: dict[int, int] = {}
     size: dict[int, int] = {}
+    setfirst, getsize = first.setdefault, size.get
     for idx, ins in enumerate(trace):
-        for regions in (ins.reads, ins.writes):
-            for r in regions:
-                a = r[0]
-                if a <= 0 or a in psum:
-                    continue
-                if a not in first:
-                    first[a] = idx
-                last[a] = idx
-                if r[4] > size.get(a, 0):
-                    size[a] = r[4]
+        for r in ins.reads:
+            a = r[0]
+            setfirst(a, idx)
+            last[a] = idx
+            if r[4] > getsize(a, 0):
+                size[a] = r[4]
+        for r in ins.writes:
+            a = r[0]
+            setfirst(a, idx)
+            last[a] = idx
+            if r[4] > getsize(a, 0):
+                size[a] = r[4]
     opens: dict[int, list[int]] = defaultdict(list)
     closes: dict[int, list[int]] = defaultdict(list)
-    for a, idx in first.items():
-        opens[idx].append(a)
-    for a, idx in last.items():
-        closes[idx].append(a)
-    return opens, closes, size
+    sbuf = {a: n for a, n in size.items() if a > 0 and a not in psum}  # (HBM ids are negative)
+    for a in sbuf:
+        opens[first[a]].append(a)
+        closes[last[a]].append(a)
+    return opens, closes, sbuf
 
 
 def _table_free(a: str, b: str) -> bool:
@@ -567,7 +570,6 @@ def estimate(trace: list[Instr], params: dict[str, float] | None = None,
     sbuf_live = 0.0  # bytes per partition of tiles still to be used, in program order
     sbuf_leaving = 0.0  # bytes of tiles used for the last time whose accesses are still running
     sbuf_release: list[tuple[float, int]] = []  # heap of (when those bytes are free, bytes)
-    alloc_done: dict[int, float] = {}
     for idx, ins in enumerate(trace):
         for a, slot in spills.get(idx, ()):
             # A spilled PSUM slot: copied to SBUF on VectorE once its value is complete; the
@@ -660,15 +662,18 @@ def estimate(trace: list[Instr], params: dict[str, float] | None = None,
             if a in reads:
                 reads[a] = [e for e in reads[a] if not (plo <= e[0] and e[1] <= phi and flo <= e[2] and e[3] <= fhi
                                                         and e[4] <= done)]
-        if sbuf_cap:
-            for regions in (ins.reads, ins.writes):
-                for r in regions:
-                    if r[0] in sizes and alloc_done.get(r[0], 0.0) < done:
-                        alloc_done[r[0]] = done
-            for a in closes.get(idx, ()):
-                sbuf_live -= sizes[a]
-                sbuf_leaving += sizes[a]
-                heapq.heappush(sbuf_release, (alloc_done.pop(a, done), sizes[a]))
+        for a in closes.get(idx, ()):
+            # The tile's bytes are free once its last access is done: the latest completion
+            # its access records hold (records dropped on the way were covered by later ones).
+            free_at = done
+            for entries in (reads.pop(a, None), writes.pop(a, None)):
+                if entries:
+                    for e in entries:
+                        if e[4] > free_at:
+                            free_at = e[4]
+            sbuf_live -= sizes[a]
+            sbuf_leaving += sizes[a]
+            heapq.heappush(sbuf_release, (free_at, sizes[a]))
         finish = max(finish, done)
         if timeline is not None:
             timeline.append((ins.line, ins.op, ins.engine, ready, done))
