@@ -11,8 +11,8 @@ output tile, each holding that read/write interface of the engine (SBUF or PSUM)
 time: small instructions are bound by their requests, large ones by their elements. DMAs
 occupy the shared HBM bandwidth for their transfer time (bytes over bandwidth, small contiguous
 runs rounded up) and land after a fixed latency, with a bounded number in flight. The
-compiler's loop vectorization, PSUM spills and the lowering of partition broadcasts to TensorE
-are modelled. Every parameter lives in ``params/cost_params.toml`` with its source; MODEL.md
+compiler's loop vectorization, PSUM spills, the lowering of partition broadcasts to TensorE
+(through SBUF when larger than PSUM) and SBUF capacity (a tile waits for room) are modelled. Every parameter lives in ``params/cost_params.toml`` with its source; MODEL.md
 describes the mechanisms and the measurements they were checked against. The result is an
 *estimate* and is always labelled so.
 """
