@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 
+import ml_dtypes  # (a test dependency: pyproject's test extra)
 import numpy as np
 import pytest
 
@@ -22,8 +23,6 @@ from autocomp.backends.nki.cost import estimate
 from autocomp.backends.nki.interp import core
 from autocomp.backends.nki.interp.errors import NkiError
 from autocomp.backends.nki.interp.install import execute
-
-import ml_dtypes  # (a test dependency: pyproject's test extra)
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
 
