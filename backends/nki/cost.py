@@ -440,13 +440,7 @@ def sbuf_lifetimes(trace: list[Instr], psum: set[int] | frozenset[int]) -> tuple
     size: dict[int, int] = {}
     setfirst, getsize = first.setdefault, size.get
     for idx, ins in enumerate(trace):
-        for r in ins.reads:
-            a = r[0]
-            setfirst(a, idx)
-            last[a] = idx
-            if r[4] > getsize(a, 0):
-                size[a] = r[4]
-        for r in ins.writes:
+        for r in ins.reads + ins.writes:
             a = r[0]
             setfirst(a, idx)
             last[a] = idx

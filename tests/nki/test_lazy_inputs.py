@@ -5,6 +5,7 @@ with the seed named when it is reached."""
 
 from __future__ import annotations
 
+import os
 import sys
 import textwrap
 
@@ -34,13 +35,36 @@ KERNEL = textwrap.dedent('''
     ''')
 
 
-def _run(tmp_path, budget: float, fail_at: int | None):
+def _run(tmp_path, budget: float, fail_at: int | None, channel: runner.Channel | None = None, **extra):
     path = tmp_path / "kernel.py"
     path.write_text(KERNEL.replace("MADE = []", f"MADE = []\nFAIL_AT = {fail_at!r}"))
     request = {"mode": "oracle", "file": str(path), "function": "copy", "seeds": [0, 1, 2], "rng_seeds": [7, 8, 9],
-               "seed_budget": budget}
-    result, arrays = runner.run(request)
+               "seed_budget": budget, **extra}
+    result, arrays = runner.run(request, channel)
     return result, arrays, sys.modules["autocomp_nki_kernel"].MADE
+
+
+def test_the_first_set_is_sent_before_the_others_are_made(tmp_path):
+    """A candidate can start on the first set while the original's child still makes the
+    others (random inputs at published shapes take seconds per set)."""
+    fd = os.open(tmp_path / "channel", os.O_RDWR | os.O_CREAT)
+    try:
+        channel = runner.Channel(fd)
+        made_when_sent = []
+        send = channel.message
+
+        def message(msg):
+            if msg[0] == "inputs":
+                made_when_sent.append(len(sys.modules["autocomp_nki_kernel"].MADE))
+            send(msg)
+
+        channel.message = message
+        result, arrays, made = _run(tmp_path, budget=0, fail_at=None, channel=channel, early_inputs=True)
+    finally:
+        os.close(fd)
+    assert result["status"] == "ok", result
+    assert made_when_sent == [1] and len(made) == 3
+    assert "s0_in0" not in arrays and "s1_in0" in arrays  # the first set went early, once
 
 
 def test_a_set_the_budget_does_not_reach_is_never_made(tmp_path):

@@ -251,57 +251,6 @@ def test_packed_arrays_come_back_as_they_went(tmp_path):
         unpack_arrays(raw[:-3], dtypes)
 
 
-def test_oracle_sends_the_first_input_set_before_making_the_others(tmp_path):
-    """A candidate can start on the first set while the original's child still makes the
-    others (random inputs at published shapes take seconds per set)."""
-    import sys
-
-    from autocomp.backends.nki import runner
-
-    kernel = tmp_path / "k.py"
-    kernel.write_text('''import numpy as np
-import nki
-import nki.isa as nisa
-import nki.language as nl
-
-CALLS = []
-
-
-@nki.jit
-def k(a):
-    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
-    t = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=a)
-    nisa.dma_copy(dst=out, src=t)
-    return out
-
-
-def get_inputs(rng):
-    CALLS.append(1)
-    return [rng.standard_normal((128, 4)).astype(np.float32)]
-''')
-    install()
-    fd = os.open(tmp_path / "channel", os.O_RDWR | os.O_CREAT)
-    try:
-        channel = runner.Channel(fd)
-        made_when_sent = []
-        send = channel.message
-
-        def message(msg):
-            if msg[0] == "inputs":
-                made_when_sent.append(len(sys.modules["autocomp_nki_kernel"].CALLS))
-            send(msg)
-
-        channel.message = message
-        result, arrays = runner.run({"file": str(kernel), "function": "k", "mode": "oracle", "seeds": [0, 1, 2],
-                                     "early_inputs": True}, channel)
-    finally:
-        os.close(fd)
-    assert result["status"] == "ok", result
-    assert made_when_sent == [1] and len(sys.modules["autocomp_nki_kernel"].CALLS) == 3
-    assert "s0_in0" not in arrays and "s1_in0" in arrays  # the first set went early, once
-
-
 VIEWS = '''import neuronxcc.nki as nki
 import neuronxcc.nki.language as nl
 
