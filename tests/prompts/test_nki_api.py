@@ -174,3 +174,40 @@ def test_a_file_of_neither_style_gets_both():
 def test_static_range_unrolling_is_not_offered():
     """The estimate gives an unrolled loop the same instructions, so it cannot reward it."""
     assert not any("static_range" in option for option in load_pieces("nki").menu)
+
+
+_BROADCAST_KERNEL = '''
+import neuronxcc.nki as nki
+import neuronxcc.nki.language as nl
+
+
+@nki.jit
+def scale_rows(x, row):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    r = nl.load(row)
+    wide = r.broadcast_to((128, x.shape[1]))
+    nl.store(out, value=nl.multiply(t, wide))
+    return out
+'''
+
+
+@pytest.mark.parametrize("width", [512, 1024])
+def test_the_broadcast_claim_of_the_hardware_text_holds_in_the_estimate(tmp_path, width):
+    """description.md: a partition broadcast is a TensorE matmul into PSUM; wider than one
+    PSUM bank (512 fp32 per partition) it costs an extra VectorE copy."""
+    from autocomp.backends.nki.cost import estimate
+    text = (ROOT / "prompts" / "nki" / "description.md").read_text(encoding="utf-8")
+    assert "wider than one PSUM bank (512 fp32 per" in " ".join(text.split())
+    path = tmp_path / "bcast.py"
+    path.write_text(_BROADCAST_KERNEL)
+    spec = importlib.util.spec_from_file_location("nki_prompt_bcast", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    x = np.ones((128, width), np.float32)
+    row = np.arange(width, dtype=np.float32)[None, :]
+    res = execute(mod.scale_rows, [x, row], kernel_file=str(path))
+    np.testing.assert_array_equal(res.outputs[0], x * row)
+    est = estimate(res.trace)
+    assert est.engines["tensor"].instructions >= 1
+    assert est.engines["vector"].instructions == (1 if width == 512 else 2)
