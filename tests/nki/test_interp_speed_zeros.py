@@ -203,3 +203,24 @@ def test_zero_argument_copy_is_private(dtype) -> None:
     assert _bits(res.outputs[0]) == _bits(np.zeros((128, 64), dtype))
     assert not np.any(host.view(np.uint8)), "the host's array must not change"
     assert np.all(res.args_after[0].astype(np.float32) == 1.0)
+
+
+@nki.jit
+def _returns_its_result_twice(x):
+    """The same HBM tensor returned twice: each output is a copy of its own."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.load(x))
+    return out, out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+@pytest.mark.parametrize("zero", [True, False])
+def test_outputs_are_private_copies(dtype, zero: bool) -> None:
+    host = np.zeros((128, 64), dtype) if zero else np.random.default_rng(5).standard_normal((128, 64)).astype(dtype)
+    res = execute(_returns_its_result_twice, [host], kernel_file=__file__)
+    a, b = res.outputs
+    assert _bits(a) == _bits(host) and _bits(b) == _bits(host)
+    assert a.flags.writeable and a.flags.c_contiguous and not np.shares_memory(a, b)
+    assert not np.shares_memory(a, res.args_after[0]) and not np.shares_memory(a, host)
+    a[0, 0] = 7
+    assert _bits(b) == _bits(host) and _bits(res.args_after[0]) == _bits(host)

@@ -1352,8 +1352,9 @@ def new_tensor(shape: Iterable[int], dtype: Any, buffer: Any, name: str = "", ca
 
 
 def _host_copy(array: Any) -> np.ndarray:
-    """``np.array(array, copy=True)``. A C-contiguous array whose bytes are all zero (the
-    zeros AWS's published shapes are evaluated on: 192 MB for the GEMM) is copied as zeroed
+    """``np.array(array, copy=True)`` (a kernel argument's own copy, an output's copy for the
+    host). A C-contiguous array whose bytes are all zero (the zeros AWS's published shapes
+    are evaluated on: 192 MB of GEMM inputs, and its 64 MB result) is copied as zeroed
     memory (``np.zeros``): the same bytes, shape, dtype and layout, whose pages the system
     supplies zeroed when first touched instead of this process writing every one of them
     (1-2 s a run here, where each fresh page of memory is slow to map). Any other array,

@@ -91,7 +91,7 @@ def _to_host(t: Any, what: str) -> np.ndarray:
             raise NkiError("output-unwritten", f"{what} (allocated at line {t._alloc.line}): {missing} of {w.size} elements "
                            "were never written", call="return", limit="every output element must be stored",
                            file=STATE.kernel_file, line=t._alloc.line)
-        return np.array(t._values(), copy=True)
+        return core._host_copy(t._values())  # (an all-zero output as zeroed memory: see _host_copy)
     if isinstance(t, np.ndarray):
         raise NkiError("output", f"{what} is a host NumPy array, not an NKI tensor: kernels must compute with NKI "
                        "instructions and return an HBM tensor", call="return")
