@@ -33,11 +33,11 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     import tomli as tomllib
 
-# Under params/ so the package-data glob "*/*/*.toml" ships it in wheels too.
 # One PSUM bank per partition: 512 fp32 values (arch guide). A PSUM tile cannot cross a bank
 # boundary (direct-allocation guide), so no PSUM tile is larger.
 PSUM_BANK_BYTES = 2048
 
+# Under params/ so the package-data glob "*/*/*.toml" ships it in wheels too.
 PARAMS_FILE = Path(__file__).resolve().parent / "params" / "cost_params.toml"
 
 
