@@ -63,6 +63,7 @@ HARNESS_INSTRUCTIONS_PER_BYTE = 64
 HARNESS_BYTES_PER_SECOND = 2_000_000
 MODEL_SOURCE = "gemmini timing model"
 SCRATCHPAD_ROWS = 4 * 4096  # default Gemmini configuration (FACTS.md)
+MAX_DMA_INFLIGHT = 64  # timing_params.h MAX_DMA_INFLIGHT: what the extension accepts
 ACCUMULATOR_ROWS = 1024
 
 DEFAULTS: dict[str, Any] = {
@@ -74,6 +75,9 @@ DEFAULTS: dict[str, Any] = {
     "run_timeout": 60.0,
     "max_instructions": 200_000_000,  # the measured call; the harness gets its own allowance
     "host_dcache": True,  # model the host's L1 data cache (timing_params.h); false: loads pay only their load-use bubble
+    # Requests each DMA engine keeps in flight: max_in_flight_mem_reqs of the modelled Gemmini
+    # configuration (Configs.scala defaultConfig 16; FireSimLeanGemminiRocketConfig's leanConfig 64).
+    "dma_inflight": 16,
     "keep_builds": False,
 }
 
@@ -156,6 +160,15 @@ class GemminiBackend(Backend):
         if not seeds:
             raise BackendError("autocomp.target.gemmini.seeds is empty; give at least one seed, e.g. [1, 2, 3]")
         return seeds
+
+    def _dma_inflight(self) -> int:
+        raw = self._setting("dma_inflight")
+        if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= MAX_DMA_INFLIGHT:
+            raise BackendError(
+                f"autocomp.target.gemmini.dma_inflight must be an integer from 1 to {MAX_DMA_INFLIGHT} "
+                f"(16 models Gemmini's default configuration, 64 its FireSim Lean image), got {raw!r}"
+            )
+        return raw
 
     def cache_identity(self) -> str:
         """Also covers the model, headers and harness sources: editing any of them changes
@@ -240,6 +253,7 @@ class GemminiBackend(Backend):
         prep = self.prepare(problem)
         if not codes:
             return []
+        self._dma_inflight()  # a bad setting is refused before anything is built
         toolchain = self.toolchain()
         slots = asyncio.Semaphore(cpu_slots())
         key = f"{problem.oracle_key()}:{self.cache_identity()}:{prep.mode}:{len(prep.seeds)}"
@@ -502,6 +516,7 @@ class GemminiBackend(Backend):
             max_instructions=calls * call_limit + HARNESS_BASE_INSTRUCTIONS + HARNESS_INSTRUCTIONS_PER_BYTE * data_bytes,
             region_instruction_limit=call_limit,
             host_dcache=bool(self._setting("host_dcache")),
+            dma_inflight=self._dma_inflight(),
         )
         terminal = self._run_failure(sim, plan)
         if terminal is not None:

@@ -31,6 +31,7 @@ TARGET = TargetInfo(
         'run_timeout': {'type': 'number', 'minimum': 1, 'description': "Seconds allowed for one simulation (default 60), plus an allowance that grows with the kernel's array bytes for the harness's input fill."},
         'max_instructions': {'type': 'integer', 'minimum': 1, 'description': "Host instruction limit of one measured kernel call (default 200000000); the harness's own input fill gets its own allowance. A call over it is a timeout whose message says to raise this."},
         'host_dcache': {'type': 'boolean', 'description': "Model the host core's L1 data cache and memory latency in the timing model (default true; false charges loads only their load-use bubble; see sim/MODEL.md)."},
+        'dma_inflight': {'type': 'integer', 'minimum': 1, 'maximum': 64, 'description': "Requests each Gemmini DMA engine keeps in flight in the timing model: max_in_flight_mem_reqs of the modelled configuration (default 16, Gemmini's default configuration; 64 models FireSim's Lean Gemmini image)."},
         'keep_builds': {'type': 'boolean', 'description': "Keep each candidate's build folder for inspection (default false)."},
     },
     order=10,

@@ -408,6 +408,7 @@ class GemminiToolchain:
         measure_limit: int = 1,
         region_instruction_limit: int = 0,
         host_dcache: bool = False,
+        dma_inflight: int | None = None,
     ) -> SimRun:
         """Run ``elf`` on Spike with the model. ``regions``: name -> (ELF symbol, bytes) copied
         at every snapshot. Measure/snapshot markers count only from code in the
@@ -426,6 +427,9 @@ class GemminiToolchain:
         if host_dcache:
             # Model the host's L1 data cache (misses stall the core; see timing_params.h).
             lines.append("host_dcache 1")
+        if dma_inflight is not None:
+            # Requests in flight per DMA engine (the configuration's max_in_flight_mem_reqs).
+            lines.append(f"dma_inflight {int(dma_inflight)}")
         harness = section_bytes(elf, HARNESS_SECTION)
         if harness is not None:
             addr, content = harness

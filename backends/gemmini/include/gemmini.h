@@ -274,13 +274,25 @@ static inline int64_t gemmini_rounding_shift(int64_t x, int shift) {
 /* Stop the run with an error; the model reports it with whatever the program printed. */
 #define gemmini_abort(code) ROCC_INSTRUCTION_RS1_RS2(XCUSTOM_ACC, code, 0, k_ABORT)
 
-/* Performance counters are not modelled: reads return 0. */
+/* Performance counters (CounterFile.scala): eight counters, each configured with an event;
+ * codes above 44 (the incremental events) are external levels such as the DMA byte counts
+ * (45 + 4: bytes read, 45 + 5: bytes written), as gemmini-rocc-tests numbers them. */
 #define gemmini_counter_access(rd, config_reg) ROCC_INSTRUCTION(XCUSTOM_ACC, rd, config_reg, 0, k_COUNTER)
 static inline uint32_t counter_read(size_t index) {
   uint64_t r;
   gemmini_counter_access(r, (index & 0x7) << 4);
   return (uint32_t)r;
 }
+static inline void counter_configure(size_t index, size_t code) {
+  const uint64_t external = code > 44;
+  if (external) code -= 44;
+  uint64_t r;
+  gemmini_counter_access(r, ((index & 0x7) << 4) | 0x8 | ((code & 0x3f) << 12) | (external << 31));
+  (void)r;
+}
+static inline void counter_reset(void) { uint64_t r; gemmini_counter_access(r, 0x1); (void)r; }
+static inline void counter_snapshot_take(void) { uint64_t r; gemmini_counter_access(r, 0x4); (void)r; }
+static inline void counter_snapshot_reset(void) { uint64_t r; gemmini_counter_access(r, 0x2); (void)r; }
 
 /* ---- hardware loops ------------------------------------------------------------------- */
 #define gemmini_loop_ws(I, J, K, pad_I, pad_J, pad_K, A, B, D, C, A_stride, B_stride, D_stride, C_stride, A_transpose, B_transpose, full_C, low_D, ex_accumulate, act, a_spad_id, b_spad_id, is_resadd) \

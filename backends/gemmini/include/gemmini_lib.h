@@ -337,13 +337,21 @@ GEMMINI_LIB_FN void tiled_conv_stride_auto(int batch_size, int in_row_dim, int i
                   out = trans_output_1203 ? output + (porow * pcol_dim * batch_size + pocol * batch_size + b) * out_channels + poch
                                           : output + (b * prow_dim * pcol_dim + porow * pcol_dim + pocol) * out_stride + poch;
                 const acc_t *bias_ = (krow == 0 && kcol == 0 && kch == 0) ? bias_base + poch : NULL;
+                /* First-layer packing, as the library does it with HAS_FIRST_LAYER_OPTIMIZATIONS
+                 * (GemminiConfigs.scala has_first_layer_optimizations, on by default): with few
+                 * input channels, one scratchpad row holds DIM / channels neighbouring pixels, so
+                 * one compute covers that many kernel columns. */
+                int pixels_per_row = (trans_output_1203 || trans_input_3120 || trans_weight_1203 ||
+                                      trans_weight_0132 || wrot180 || input_dilated || kernel_dilation > 1 ||
+                                      nkch > DIM) ? 1 : DIM / nkch;
+                if (pixels_per_row > nkc) pixels_per_row = nkc;
                 const int tile_orows_in = tile_orows - pupad - pdpad, tile_ocols_in = tile_ocols - plpad - prpad;
                 gemmini_loop_conv_ws(batch_size, in_row_dim, in_col_dim, in_channels, out_channels, out_row_dim, out_col_dim,
                                      prow_dim, pcol_dim, stride, padding, kernel_dim, kernel_dilation,
                                      pool_size, pool_stride, pool_padding, nb, npr, npc, noc, nkr, nkc, nkch,
                                      lpad, rpad, upad, dpad, plpad, prpad, pupad, pdpad, tile_orows_in, tile_ocols_in,
                                      w, out, bias_, in, no_bias, no_pool, false, wrot180, input_dilated, act,
-                                     trans_output_1203, trans_weight_1203, trans_weight_0132, trans_input_3120, 1,
+                                     trans_output_1203, trans_weight_1203, trans_weight_0132, trans_input_3120, pixels_per_row,
                                      in_stride, weight_stride, out_stride, false, 0, 0);
               }
             }

@@ -499,7 +499,8 @@ class gemmini_t : public extension_t {
         tag[victim] = line;
         use[victim] = ++l1_tick;
         host_l1_misses++;
-        stall += L1D_MISS_OVERHEAD + l2_latency(addr);  // blocking refill through the L2
+        const uint64_t t = now();
+        stall += L1D_MISS_OVERHEAD + (l2_response(addr, t) - t);  // blocking refill through the L2
         return;
       }
       case HC_BRANCH: {
@@ -582,6 +583,7 @@ class gemmini_t : public extension_t {
   int phase = 0;  // 0 before MEASURE_BEGIN, 1 measuring, 2 after MEASURE_END
   uint64_t measure_limit = 1;  // measured regions a program may have (the harness: exactly one)
   uint64_t region_insn_limit = 0;  // instructions the measured region may retire (0: no limit)
+  uint64_t dma_inflight = DMA_MAX_INFLIGHT;  // config line `dma_inflight N` (see timing_params.h)
   uint64_t m_t0 = 0, m_i0 = 0, m_ld0 = 0, m_ex0 = 0, m_st0 = 0;
   std::vector<Region> regions;
   uint64_t snapshots = 0, snapshot_bytes = 0;
@@ -638,6 +640,17 @@ class gemmini_t : public extension_t {
       } else if (key == "host_dcache") {
         ls >> host_dcache;
         g_dcache = host_dcache != 0;
+      } else if (key == "dma_inflight") {
+        // Requests each DMA engine may hold in flight: max_in_flight_mem_reqs of the modelled
+        // configuration (Configs.scala: defaultConfig 16, leanConfig 64).
+        uint64_t n = 0;
+        ls >> n;
+        if (n < 1 || n > MAX_DMA_INFLIGHT) {
+          std::fprintf(stderr, "gemmini: dma_inflight %llu is outside 1..%llu\n", (unsigned long long)n,
+                       (unsigned long long)MAX_DMA_INFLIGHT);
+          std::_Exit(4);
+        }
+        dma_inflight = n;
       }
     }
   }
@@ -812,11 +825,11 @@ class gemmini_t : public extension_t {
 
   // DMA engine (DMA.scala StreamReader/StreamWriter + XactTracker): a DRAM row is split into
   // requests of at most DMA_MAX_REQUEST_BYTES that do not cross a 64-byte line; the engine
-  // issues one request per cycle, holds at most DMA_MAX_INFLIGHT of them (a transaction-tracker
+  // issues one request per cycle, holds at most dma_inflight of them (a transaction-tracker
   // slot each, released when the response/ack returns DMA_LATENCY cycles later) and moves one
   // DMA_BEAT_BYTES beat per cycle on the bus. Reads and writes have separate engines.
   struct DmaEngine {
-    uint64_t slot[64] = {0};  // release time of each tracker slot
+    uint64_t slot[MAX_DMA_INFLIGHT] = {0};  // release time of each tracker slot
     uint64_t n = 0;           // requests issued so far
     uint64_t last_issue = 0, bus_free = 0;
     uint64_t tlb_page[1] = {0};  // the client's last translated page (FrontendTLB filter)
@@ -824,25 +837,36 @@ class gemmini_t : public extension_t {
   DmaEngine dma_rd, dma_wr;
   // The shared L2 (SiFive inclusive cache) as the DMA sees it: set-associative, LRU, 64-byte
   // lines; a request to a line it holds returns after L2_HIT_LATENCY, else after DMA_LATENCY.
+  // A line being filled is held by its MSHR until the fill returns, and requests to it queue
+  // behind the MSHR (InclusiveCache Scheduler.scala: a request whose set has an active MSHR
+  // waits in that MSHR's list): such a request is answered no earlier than the fill.
   std::vector<uint64_t> l2_tag = std::vector<uint64_t>(L2_SETS * L2_WAYS, 0), l2_use = std::vector<uint64_t>(L2_SETS * L2_WAYS, 0);
+  std::vector<uint64_t> l2_fill = std::vector<uint64_t>(L2_SETS * L2_WAYS, 0);  // when each line's data is in
   uint64_t l2_tick = 0, l2_hits = 0, l2_misses = 0;
   // `whole_line_write`: a DMA write of one whole aligned line. On a miss the L2 then asks the
   // outer side for write permission only (InclusiveCache MSHR.scala: a full-block PutFullData
   // sends AcquirePerm, not AcquireBlock), which the TLCacheCork below it grants at once
   // (CacheCork.scala: "AcquirePerm => instant response"): no DRAM round trip.
-  uint64_t l2_latency(uint64_t addr, bool whole_line_write = false) {
+  // Returns when the answer to a request that reaches the L2 at time `t` is back.
+  uint64_t l2_response(uint64_t addr, uint64_t t, bool whole_line_write = false) {
     uint64_t line = addr / L2_LINE_BYTES + 1, set = line % L2_SETS;
     uint64_t* tag = &l2_tag[set * L2_WAYS];
     uint64_t* use = &l2_use[set * L2_WAYS];
+    uint64_t* fill = &l2_fill[set * L2_WAYS];
     int victim = 0;
     for (int w = 0; w < (int)L2_WAYS; w++) {
-      if (tag[w] == line) { use[w] = ++l2_tick; l2_hits++; return L2_HIT_LATENCY; }
+      if (tag[w] == line) {
+        use[w] = ++l2_tick;
+        l2_hits++;
+        return t + L2_HIT_LATENCY > fill[w] ? t + L2_HIT_LATENCY : fill[w];
+      }
       if (use[w] < use[victim]) victim = w;
     }
     tag[victim] = line;
     use[victim] = ++l2_tick;
     l2_misses++;
-    return whole_line_write ? L2_HIT_LATENCY : DMA_LATENCY;
+    fill[victim] = t + (whole_line_write ? L2_HIT_LATENCY : DMA_LATENCY);
+    return fill[victim];
   }
   uint64_t tlb_misses = 0, tlb_filter_misses = 0, dma_read_reqs = 0, dma_write_reqs = 0;
   // FrontendTLB as the harness runs it (bare metal, machine mode): each client (reader,
@@ -873,18 +897,19 @@ class gemmini_t : public extension_t {
         uint64_t len = (end < line_end ? end : line_end) - a;
         uint64_t beats = (a + len - 1) / DMA_BEAT_BYTES - a / DMA_BEAT_BYTES + 1;
         t += tlb_lookup(e, a);
-        uint64_t& slot = e.slot[e.n % DMA_MAX_INFLIGHT];
+        uint64_t& slot = e.slot[e.n % dma_inflight];
         if (slot > t) t = slot;
         uint64_t resp;
-        const uint64_t lat = l2_latency(a, write && len == L2_LINE_BYTES && a % L2_LINE_BYTES == 0);
+        const bool whole_line = write && len == L2_LINE_BYTES && a % L2_LINE_BYTES == 0;
         if (write) l1_invalidate(a);
-        if (write) {  // the request carries its data beats; the ack returns DMA_LATENCY later
+        if (write) {  // the request carries its data beats; the ack comes back from the L2
           uint64_t data = t > e.bus_free ? t : e.bus_free;
           e.bus_free = data + beats;
-          resp = e.bus_free + lat;
+          resp = l2_response(a, e.bus_free, whole_line);
           e.last_issue = e.bus_free - 1;
-        } else {  // a one-beat request; the data beats come back DMA_LATENCY later
-          uint64_t data = t + lat > e.bus_free ? t + lat : e.bus_free;
+        } else {  // a one-beat request; the data beats come back when the L2 answers
+          uint64_t ans = l2_response(a, t);
+          uint64_t data = ans > e.bus_free ? ans : e.bus_free;
           e.bus_free = data + beats;
           resp = e.bus_free;
           e.last_issue = t;
@@ -901,25 +926,6 @@ class gemmini_t : public extension_t {
     }
     issue_end = t;
     return done;
-  }
-
-  // Steady-state DMA time of a transfer (no queueing state): what loop_conv_ws's aggregate
-  // timing uses. Each request costs the larger of its bus beats and its share of the tracker
-  // (DMA_LATENCY + beats cycles held, DMA_MAX_INFLIGHT at a time).
-  static uint64_t dma_cycles(uint64_t addr, uint64_t stride, uint32_t rows, uint64_t bytes) {
-    uint64_t c = DMA_COMMAND_OVERHEAD;
-    for (uint32_t r = 0; r < rows; r++) {
-      uint64_t a = addr + r * stride, end = a + bytes;
-      while (a < end) {
-        uint64_t line_end = (a / DMA_MAX_REQUEST_BYTES + 1) * DMA_MAX_REQUEST_BYTES;
-        uint64_t len = (end < line_end ? end : line_end) - a;
-        uint64_t beats = (a + len - 1) / DMA_BEAT_BYTES - a / DMA_BEAT_BYTES + 1;
-        uint64_t share = (DMA_LATENCY + beats + DMA_MAX_INFLIGHT - 1) / DMA_MAX_INFLIGHT;
-        c += beats > share ? beats : share;
-        a += len;
-      }
-    }
-    return c;
   }
 
   // ---- commands ----------------------------------------------------------------------
@@ -1035,7 +1041,10 @@ class gemmini_t : public extension_t {
       done = s + occ;
     } else {
       uint64_t issue_end;
-      done = dma_transfer(dma_rd, s, dram, c.stride, o.rows, (uint64_t)o.cols * ebytes, issue_end, false);
+      // A zero stride reads the row once and writes it to every local row (LoadController.scala:
+      // actual_rows_read is 1 and the DMA request carries rows - 1 repeats).
+      const uint32_t rows_read = c.stride == 0 ? 1 : o.rows;
+      done = dma_transfer(dma_rd, s, dram, c.stride, rows_read, (uint64_t)o.cols * ebytes, issue_end, false);
       occ = issue_end - s;
     }
     occupy(q, s, occ, done);

@@ -73,8 +73,11 @@ constexpr uint64_t DMA_BEAT_BYTES = 16;
 // requests never cross a 64-byte line.
 constexpr uint64_t DMA_MAX_REQUEST_BYTES = 64;
 // Requests in flight per engine (reader and writer each have their own tracker).
-// RTL: defaultConfig max_in_flight_mem_reqs = 16.
+// RTL: defaultConfig max_in_flight_mem_reqs = 16 (Configs.scala; leanConfig, the FireSim Lean
+// image, sets 64). The default of the run-time config line `dma_inflight N`.
 constexpr uint64_t DMA_MAX_INFLIGHT = 16;
+// The most a configuration line (`dma_inflight N`) may ask for: leanConfig's 64.
+constexpr uint64_t MAX_DMA_INFLIGHT = 64;
 // Round-trip latency of a DMA request that misses the L2 (system bus, L2, FireSim's FASED
 // DRAM model), in core cycles. Fit: the only fitted values are this and L2_HIT_LATENCY. With
 // 16 requests in flight a 16-byte-row transfer is latency bound (~LAT/16 cycles per row) while
@@ -88,6 +91,9 @@ constexpr uint64_t DMA_MAX_INFLIGHT = 16;
 // where 0.442 was measured, unless both programs are made 30% too slow. 300 cycles is about
 // 95 ns of DRAM round trip at a 3.2 GHz target clock; 25 cycles a short L2 hit round trip.
 constexpr uint64_t DMA_LATENCY = 300;
+// A request to a line whose fill is still in flight waits for the fill: InclusiveCache's
+// Scheduler.scala queues a request whose set has an active MSHR in that MSHR's list, so it is
+// answered no earlier than the line arrives (and holds its DMA tracker slot meanwhile).
 // The L2 the DMA reads and writes through: Chipyard's default SiFive inclusive cache,
 // 512 KiB, 8 ways, 64-byte lines (WithInclusiveCache defaults), shared with the host. A request
 // to a line the L2 holds returns after L2_HIT_LATENCY core cycles (a few bus hops plus the
