@@ -242,7 +242,8 @@ async def main() -> int:
         on_host, t5 = await cycles(tc, "small-cpu", "", work, "#define ON_HOST 1\n" + SMALL)
         lean = {}
         for name, program in (("mm64_gemmini", f2.MM64), ("mm64_cpu", "#define ON_HOST 1\n" + f2.MM64),
-                              ("matmul_perf", f2.MATMUL_PERF), ("conv_perf", f2.CONV_PERF)):
+                              ("matmul_perf", f2.MATMUL_PERF), ("conv_perf", f2.CONV_PERF),
+                              ("conv_dw_perf", f2.CONV_DW_PERF)):
             lean[name], _ = await cycles(tc, "f2-" + name, "", work, program, dma_inflight=f2.LEAN_DMA_INFLIGHT)
     ideal = 12544 * 64 * 256 // (16 * 16)
     rows = [
@@ -267,6 +268,7 @@ async def main() -> int:
         ("  tiled_matmul_ws_perf 128x256x256 (cycles)", lean["matmul_perf"], pub["matmul_perf"]),
         ("  conv_perf 4x224x224x3 -> 32, 3x3/2 (cycles)", lean["conv_perf"], pub["conv_perf"]),
         ("  ratio conv_perf / tiled_matmul_ws_perf", lean["conv_perf"] / lean["matmul_perf"], pub["conv_perf"] / pub["matmul_perf"]),
+        ("  conv_dw_perf 3x112x112x17 depthwise, 3x3/2 (cycles)", lean["conv_dw_perf"], pub["conv_dw_perf"]),
     ]
     for name, model, published in f2_rows:
         e = model / published - 1

@@ -191,3 +191,57 @@ def test_backend_refuses_a_bad_dma_inflight_setting(bad):
     problem = backend.make_problem(str(path), path.read_text())
     with pytest.raises(BackendError, match="dma_inflight must be an integer from 1 to 64"):
         asyncio.run(backend.evaluate(problem, [problem.code]))
+
+
+DEPTHWISE = r"""
+#define B 2
+#define R 11
+#define CH 5
+#define K 3
+#define OUT ((R + 2 * PAD - K) / STRIDE + 1)
+#define POUT ((OUT + 2 * PPAD - PSIZE) / PSTRIDE + 1)
+static elem_t in[B][R][R][CH] row_align(1), w[CH][K][K] row_align(1), out[B][POUT][POUT][CH] row_align(1);
+static acc_t bias[CH];
+AUTOCOMP_HARNESS_FN int main(void) {
+  for (int b = 0; b < B; b++) for (int r = 0; r < R; r++) for (int c = 0; c < R; c++) for (int ch = 0; ch < CH; ch++)
+    in[b][r][c][ch] = rnd_elem();
+  for (int ch = 0; ch < CH; ch++) for (int kr = 0; kr < K; kr++) for (int kc = 0; kc < K; kc++) w[ch][kr][kc] = rnd_elem();
+  for (int ch = 0; ch < CH; ch++) bias[ch] = (int32_t)(rnd() % 2001) - 1000;
+  AUTOCOMP_MEASURE_BEGIN();
+  tiled_conv_dw_auto(B, R, R, CH, OUT, OUT, STRIDE, PAD, K, (const elem_t *)in, (const elem_t *)w, BIAS, (elem_t *)out,
+                     RELU, 0.05f, PSIZE, PSTRIDE, PPAD, WS);
+  AUTOCOMP_MEASURE_END();
+  for (int b = 0; b < B; b++) for (int pr = 0; pr < POUT; pr++) for (int pc = 0; pc < POUT; pc++) for (int ch = 0; ch < CH; ch++) {
+    int best = -129;
+    for (int wr = 0; wr < PSIZE; wr++) for (int wc = 0; wc < PSIZE; wc++) {
+      int orow = pr * PSTRIDE - PPAD + wr, ocol = pc * PSTRIDE - PPAD + wc;
+      int v = 0;  /* pooling padding counts as 0 */
+      if (orow >= 0 && ocol >= 0 && orow < OUT && ocol < OUT) {
+        int32_t s = BIAS == NULL ? 0 : bias[ch];
+        for (int kr = 0; kr < K; kr++) for (int kc = 0; kc < K; kc++) {
+          int ir = orow * STRIDE - PAD + kr, ic = ocol * STRIDE - PAD + kc;
+          if (ir >= 0 && ic >= 0 && ir < R && ic < R) s += in[b][ir][ic][ch] * w[ch][kr][kc];
+        }
+        elem_t e = ref_scale(s, 0.05f);
+        v = e < 0 ? 0 : e;
+      }
+      if (v > best) best = v;
+    }
+    CHECK(out[b][pr][pc][ch] == best, "out[%d][%d][%d][%d] = %d, want %d", b, pr, pc, ch, out[b][pr][pc][ch], best);
+  }
+  return failures;
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "stride,pad,bias,pool",
+    [(1, 1, "bias", None), (2, 1, "NULL", None), (1, 0, "bias", (2, 2, 0)), (2, 1, "bias", (3, 2, 1))],
+)
+def test_tiled_conv_dw_auto_matches_a_cpu_depthwise_convolution(tmp_path, stride, pad, bias, pool):
+    psize, pstride, ppad = pool or (1, 1, 0)
+    defines = (f"#define STRIDE {stride}\n#define PAD {pad}\n#define BIAS {'bias' if bias == 'bias' else 'NULL'}\n"
+               f"#define PSIZE {psize}\n#define PSTRIDE {pstride}\n#define PPAD {ppad}\n")
+    run = run_c(tmp_path, defines + DEPTHWISE)
+    assert_ok(run)
+    assert run.queue_busy["execute"] > 0, run.queue_busy

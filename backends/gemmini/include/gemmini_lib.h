@@ -224,29 +224,59 @@ GEMMINI_LIB_FN void gemmini_conv_tile_rows(const struct gemmini_conv_tile *t, in
   *acc_rows = t->batches * orows * ocols * och_blocks;
 }
 
+/* Tile sizes the way Gemmini's library picks them for tiled_conv_auto: start from the whole
+ * problem and, while the tile needs more than half the scratchpad or half the accumulator
+ * (two calls in flight), shrink its largest dimension (the first of equals, in the order
+ * batches, rows, columns, output channels, kernel rows, kernel columns, input channels), leaving
+ * the output columns alone once they are at most DIM while there is more than one output row,
+ * and taking channels down to the multiple of DIM below (never under 1); then widen the output
+ * columns, then grow every dimension by one in turn, as long as the tile still fits. */
+GEMMINI_LIB_FN int gemmini_conv_tile_fits(const int d[7], int stride, int input_dilation, int kernel_dilation,
+                                          int pool_size, int pool_stride) {
+  const struct gemmini_conv_tile t = {d[0], d[1], d[2], d[3], d[4], d[5], d[6]};
+  int sp, acc;
+  gemmini_conv_tile_rows(&t, stride, input_dilation, kernel_dilation, pool_size, pool_stride, &sp, &acc);
+  return sp <= BANK_NUM * BANK_ROWS / 2 && acc <= ACC_ROWS / 2;
+}
+
 GEMMINI_LIB_FN struct gemmini_conv_tile gemmini_choose_conv_tile(int batch_size, int pool_rows, int pool_cols,
                                                                 int in_channels, int out_channels, int kernel_dim,
                                                                 int stride, int input_dilation, int kernel_dilation,
                                                                 int pool_size, int pool_stride) {
-  struct gemmini_conv_tile t = {batch_size, pool_rows, pool_cols, out_channels, kernel_dim, kernel_dim, in_channels};
-  const int sp_limit = BANK_NUM * BANK_ROWS / 2, acc_limit = ACC_ROWS / 2;
-  for (;;) {
-    int sp, acc;
-    gemmini_conv_tile_rows(&t, stride, input_dilation, kernel_dilation, pool_size, pool_stride, &sp, &acc);
-    if (sp <= sp_limit && acc <= acc_limit) break;
-    /* Shrink what costs least reuse first: batches, then channels in DIM steps, then the
-     * output rows, then the kernel window, then the output columns. */
-    if (t.batches > 1) t.batches--;
-    else if (t.pochs > DIM && acc > acc_limit) t.pochs = ((t.pochs - 1) / DIM) * DIM;
-    else if (t.kchs > DIM && sp > sp_limit) t.kchs = ((t.kchs - 1) / DIM) * DIM;
-    else if (t.porows > 1) t.porows--;
-    else if (t.pochs > DIM) t.pochs = ((t.pochs - 1) / DIM) * DIM;
-    else if (t.kchs > DIM) t.kchs = ((t.kchs - 1) / DIM) * DIM;
-    else if (t.krows > 1) t.krows--;
-    else if (t.kcols > 1) t.kcols--;
-    else if (t.pocols > 1) t.pocols--;
-    else break;
+  enum { ROWS = 1, COLS = 2, OCHS = 3, ICHS = 6 };
+  const int whole[7] = {batch_size, pool_rows, pool_cols, out_channels, kernel_dim, kernel_dim, in_channels};
+  int d[7];
+  for (int i = 0; i < 7; i++) d[i] = whole[i];
+#define GEMMINI_TILE_FITS(dims) gemmini_conv_tile_fits(dims, stride, input_dilation, kernel_dilation, pool_size, pool_stride)
+  while (!GEMMINI_TILE_FITS(d)) {
+    int pick = -1;
+    for (int i = 0; i < 7; i++) {
+      if (i == COLS && d[COLS] <= DIM && d[ROWS] > 1) continue;
+      if (pick < 0 || d[i] > d[pick]) pick = i;
+    }
+    if (d[pick] <= 1) break;  /* nothing left to shrink: the call reports what does not fit */
+    if (pick == OCHS || pick == ICHS) {
+      d[pick] = d[pick] % DIM != 0 ? (d[pick] / DIM) * DIM : d[pick] - DIM;
+      if (d[pick] < 1) d[pick] = 1;
+    } else {
+      d[pick]--;
+    }
   }
+  while (d[COLS] < whole[COLS]) {
+    d[COLS]++;
+    if (!GEMMINI_TILE_FITS(d)) { d[COLS]--; break; }
+  }
+  for (int grew = 1; grew;) {
+    grew = 0;
+    for (int i = 0; i < 7; i++) {
+      if (d[i] >= whole[i]) continue;
+      d[i]++;
+      if (GEMMINI_TILE_FITS(d)) grew = 1;
+      else d[i]--;
+    }
+  }
+#undef GEMMINI_TILE_FITS
+  const struct gemmini_conv_tile t = {d[0], d[1], d[2], d[3], d[4], d[5], d[6]};
   return t;
 }
 
@@ -375,6 +405,63 @@ GEMMINI_LIB_FN void tiled_conv_auto(int batch_size, int in_row_dim, int in_col_d
                          wrot180, trans_output_1203, trans_input_3120, trans_weight_1203, trans_weight_0132,
                          input, weights, bias, output, act, scale, pool_size, pool_stride, pool_padding,
                          tiled_conv_type);
+}
+
+/* Depthwise convolution through loop_conv_ws's depthwise mode (dw), one channel per call as the
+ * hardware takes it: input NHWC [batch][rows][cols][channels], weights [channels][kernel_dim]
+ * [kernel_dim], bias [channels] (may be NULL), output NHWC; optional max pooling. The output is
+ * tiled (batches x pooled rows x pooled cols, the whole kernel window) until the input tile fits
+ * half the scratchpad and the output tile half the accumulator, and, as Gemmini's library does,
+ * every channel of a tile is done before the next tile: the channels of a pixel share its
+ * lines, so after the first channel the others find them in the L2. */
+GEMMINI_LIB_FN void tiled_conv_dw_auto(int batch_size, int in_row_dim, int in_col_dim, int channels,
+                               int out_row_dim, int out_col_dim, int stride, int padding, int kernel_dim,
+                               const elem_t *input, const elem_t *weights, const acc_t *bias, elem_t *output,
+                               int act, acc_scale_t scale, int pool_size, int pool_stride, int pool_padding,
+                               enum tiled_matmul_type_t tiled_conv_type) {
+  (void)tiled_conv_type;
+  const bool no_bias = bias == NULL;
+  const bool no_pool = !(pool_size > 1 || pool_stride > 1);
+  if (no_pool) { pool_size = 1; pool_stride = 1; pool_padding = 0; }
+  const int prow_dim = (out_row_dim + 2 * pool_padding - pool_size) / pool_stride + 1;
+  const int pcol_dim = (out_col_dim + 2 * pool_padding - pool_size) / pool_stride + 1;
+  const struct gemmini_conv_tile t = gemmini_choose_conv_tile(batch_size, prow_dim, pcol_dim, 1, 1, kernel_dim,
+                                                              stride, 1, 1, pool_size, pool_stride);
+  gemmini_extended_config_st(channels, act, scale);
+  gemmini_extended3_config_ex(WEIGHT_STATIONARY, 0, 0, 0, 1, stride, false, false, false);
+  for (int b = 0; b < batch_size; b += t.batches)
+    for (int porow = 0; porow < prow_dim; porow += t.porows) {
+      const int orow = porow * pool_stride - pool_padding;
+      for (int pocol = 0; pocol < pcol_dim; pocol += t.pocols) {
+        const int ocol = pocol * pool_stride - pool_padding;
+        const int nb = batch_size - b < t.batches ? batch_size - b : t.batches;
+        const int npr = prow_dim - porow < t.porows ? prow_dim - porow : t.porows;
+        const int npc = pcol_dim - pocol < t.pocols ? pcol_dim - pocol : t.pocols;
+        const int tile_ocols = npc * pool_stride + pool_size - 1, tile_orows = npr * pool_stride + pool_size - 1;
+        const int plpad = ocol < 0 ? -ocol : 0, pupad = orow < 0 ? -orow : 0;
+        const int prpad = ocol + tile_ocols > out_col_dim ? ocol + tile_ocols - out_col_dim : 0;
+        const int pdpad = orow + tile_orows > out_row_dim ? orow + tile_orows - out_row_dim : 0;
+        const int irow = (orow < 0 ? 0 : orow) * stride - padding, icol = (ocol < 0 ? 0 : ocol) * stride - padding;
+        const int tile_icols = (tile_ocols - plpad - prpad) * stride + kernel_dim - 1;
+        const int tile_irows = (tile_orows - pupad - pdpad) * stride + kernel_dim - 1;
+        const int lpad = icol < 0 ? -icol : 0, upad = irow < 0 ? -irow : 0;
+        const int rpad = icol + tile_icols > in_col_dim ? icol + tile_icols - in_col_dim : 0;
+        const int dpad = irow + tile_irows > in_row_dim ? irow + tile_irows - in_row_dim : 0;
+        for (int ch = 0; ch < channels; ch++) {
+          const acc_t *bias_ch = no_bias ? (const acc_t *)(uintptr_t)1 : bias + ch;  /* non-NULL: "start the tile" */
+          const elem_t *in = input + (b * in_row_dim * in_col_dim + (irow + upad) * in_col_dim + (icol + lpad)) * channels + ch;
+          elem_t *out = output + (b * prow_dim * pcol_dim + porow * pcol_dim + pocol) * channels + ch;
+          gemmini_loop_conv_ws(batch_size, in_row_dim, in_col_dim, channels, channels, out_row_dim, out_col_dim,
+                               prow_dim, pcol_dim, stride, padding, kernel_dim, 1,
+                               pool_size, pool_stride, pool_padding, nb, npr, npc, 1, kernel_dim, kernel_dim, 1,
+                               lpad, rpad, upad, dpad, plpad, prpad, pupad, pdpad,
+                               tile_orows - pupad - pdpad, tile_ocols - plpad - prpad,
+                               weights + ch * kernel_dim * kernel_dim, out, bias_ch, in, no_bias, no_pool, false, false,
+                               false, act, false, false, false, false, 1, channels, 1, channels, true, 0, 0);
+        }
+      }
+    }
+  gemmini_fence();
 }
 
 /* C = act(C_scale * (MVIN_SCALE(A, A_scale) + MVIN_SCALE(B, B_scale))), elementwise, through
