@@ -140,7 +140,31 @@ void conv(const elem_t input[IN_DIM][IN_DIM][IN_CH], const elem_t weights[KDIM *
 GC = ("void conv(const elem_t input[IN_DIM][IN_DIM][IN_CH], const elem_t weights[KDIM * KDIM * IN_CH][OUT_CH],\n"
       "          elem_t output[OUT_DIM][OUT_DIM][OUT_CH]) {\n")
 
-ORIGINALS = {"gemm64": GEMM64, "bias32": BIAS32, "bias8": BIAS8, "scaled": SCALED, "edge": EDGE, "conv": CONV}
+# A depthwise 3x3 convolution, stride 1, padding 1: 8x8 pixels of 5 channels, each channel with
+# its own kernel.
+DWCONV = """\
+#include "include/gemmini.h"
+#define R 8
+#define CH 5
+#define K 3
+void dwconv(const elem_t input[R][R][CH], const elem_t weights[CH][K][K], elem_t output[R][R][CH]) {
+  for (int r = 0; r < R; r++)
+    for (int c = 0; c < R; c++)
+      for (int ch = 0; ch < CH; ch++) {
+        int32_t s = 0;
+        for (int kr = 0; kr < K; kr++)
+          for (int kc = 0; kc < K; kc++) {
+            int ir = r + kr - 1, ic = c + kc - 1;
+            if (ir >= 0 && ic >= 0 && ir < R && ic < R) s += input[ir][ic][ch] * weights[ch][kr][kc];
+          }
+        output[r][c][ch] = s > 127 ? 127 : (s < -128 ? -128 : s);
+      }
+}
+"""
+GDW = "void dwconv(const elem_t input[R][R][CH], const elem_t weights[CH][K][K], elem_t output[R][R][CH]) {\n"
+
+ORIGINALS = {"gemm64": GEMM64, "bias32": BIAS32, "bias8": BIAS8, "scaled": SCALED, "edge": EDGE, "conv": CONV,
+             "dwconv": DWCONV}
 
 # --------------------------------------------------------------------------------------
 # Probes: name -> (original, kernel code). 64x64x64 tile indices: A tile (i, k) at
@@ -508,6 +532,11 @@ PROBES: dict[str, tuple[str, str]] = {
                   &input[0][0][0], &weights[0][0], NULL, &output[0][0][0], NO_ACTIVATION, ACC_SCALE_IDENTITY, 0, 0, 0, WS);
 }
 """),
+    "tiled_conv_dw_auto": ("dwconv", GDW + """\
+  tiled_conv_dw_auto(1, R, R, CH, R, R, 1, 1, K, &input[0][0][0], &weights[0][0][0], NULL, &output[0][0][0],
+                     NO_ACTIVATION, ACC_SCALE_IDENTITY, 1, 0, 0, WS);
+}
+"""),
 }
 
 # Every menu option -> the probes that exercise what it offers (options that are about
@@ -536,7 +565,7 @@ MENU: dict[str, tuple[str, ...]] = {
     "Issue mvouts of finished tiles while later tiles compute": ("resident wide tiles (gemmini.h names)",),
     "For convolutions, reorganise the loops": ("conv weights reused over all pixels",),
     "Issue a convolution block with the hardware loop gemmini_loop_conv_ws": ("gemmini_loop_conv_ws", "gemmini_loop_conv_ws in two calls",
-                                                                               "tiled_conv_auto"),
+                                                                               "tiled_conv_auto", "tiled_conv_dw_auto"),
     "Exploit the output-stationary dataflow": ("output-stationary", "elem_t bias preloaded (output-stationary)"),
     "Pad or split edge tiles correctly": ("edge tiles (rows/cols arguments)", "gemmini_loop_ws with padding"),
 }
