@@ -276,7 +276,7 @@ static inline int64_t gemmini_rounding_shift(int64_t x, int shift) {
 
 /* Performance counters (CounterFile.scala): eight counters, each configured with an event;
  * codes above 44 (the incremental events) are external levels such as the DMA byte counts
- * (45 + 4: bytes read, 45 + 5: bytes written), as gemmini-rocc-tests numbers them. */
+ * (44 + 4: bytes read, 44 + 5: bytes written), as gemmini-rocc-tests numbers them. */
 #define gemmini_counter_access(rd, config_reg) ROCC_INSTRUCTION(XCUSTOM_ACC, rd, config_reg, 0, k_COUNTER)
 static inline uint32_t counter_read(size_t index) {
   uint64_t r;

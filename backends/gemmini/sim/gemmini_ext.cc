@@ -885,8 +885,10 @@ class gemmini_t : public extension_t {
   // Issue the requests of one DMA command starting no earlier than `start`. Returns when the
   // engine can take the next command (its last request issued) in `issue_end`, and when the
   // last response is back (the data is in place / the write acknowledged).
+  // `row_cycles`: cycles each read row takes to be written locally (PixelRepeater.scala writes
+  // a row pixel_repeats times, one per cycle, before it takes the next), when more than its beats.
   uint64_t dma_transfer(DmaEngine& e, uint64_t start, uint64_t addr, uint64_t stride, uint32_t rows,
-                        uint64_t bytes, uint64_t& issue_end, bool write) {
+                        uint64_t bytes, uint64_t& issue_end, bool write, uint64_t row_cycles = 1) {
     uint64_t t = start + DMA_COMMAND_OVERHEAD;
     if (t < e.last_issue + 1) t = e.last_issue + 1;
     uint64_t done = t;
@@ -910,7 +912,7 @@ class gemmini_t : public extension_t {
         } else {  // a one-beat request; the data beats come back when the L2 answers
           uint64_t ans = l2_response(a, t);
           uint64_t data = ans > e.bus_free ? ans : e.bus_free;
-          e.bus_free = data + beats;
+          e.bus_free = data + (beats > row_cycles ? beats : row_cycles);
           resp = e.bus_free;
           e.last_issue = t;
         }
