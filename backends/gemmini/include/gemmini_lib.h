@@ -51,7 +51,9 @@ GEMMINI_LIB_FN size_t gemmini_isqrt(size_t n) {
   while ((r + 1) * (r + 1) <= n) r++;
   return r;
 }
-GEMMINI_LIB_FN void gemmini_choose_tiles(size_t I, size_t J, size_t K, size_t *tI, size_t *tJ, size_t *tK) {
+/* Chosen at run time, as Gemmini's library does it (noipa: not folded into the caller for
+ * constant shapes), so a call pays the host cycles of its tiling decision. */
+GEMMINI_LIB_FN __attribute__((noipa)) void gemmini_choose_tiles(size_t I, size_t J, size_t K, size_t *tI, size_t *tJ, size_t *tK) {
   const size_t sp_limit = BANK_NUM * BANK_ROWS / 2, acc_limit = ACC_ROWS / 2;
   const size_t side = gemmini_isqrt((ACC_ROWS / 2) / DIM);
   const size_t depth = ((BANK_NUM * BANK_ROWS / 4) / DIM) / side;
@@ -239,7 +241,7 @@ GEMMINI_LIB_FN int gemmini_conv_tile_fits(const int d[7], int stride, int input_
   return sp <= BANK_NUM * BANK_ROWS / 2 && acc <= ACC_ROWS / 2;
 }
 
-GEMMINI_LIB_FN struct gemmini_conv_tile gemmini_choose_conv_tile(int batch_size, int pool_rows, int pool_cols,
+GEMMINI_LIB_FN __attribute__((noipa)) struct gemmini_conv_tile gemmini_choose_conv_tile(int batch_size, int pool_rows, int pool_cols,
                                                                 int in_channels, int out_channels, int kernel_dim,
                                                                 int stride, int input_dilation, int kernel_dilation,
                                                                 int pool_size, int pool_stride) {

@@ -513,7 +513,7 @@ class gemmini_t : public extension_t {
         if (!taken && c > 0) c--;
         return;
       }
-      case HC_MUL: stall += mul_iterations(w.form, addr) - 1; return;
+      case HC_MUL: stall += mul_iterations(w.form, addr) - 1 + MUL_RESPONSE_CYCLES; return;
       case HC_DIV: stall += DIV_EXTRA_CYCLES; return;
     }
   }
