@@ -282,6 +282,24 @@ GEMMINI_LIB_FN __attribute__((noipa)) struct gemmini_conv_tile gemmini_choose_co
   return t;
 }
 
+/* How much of a tile of `tile` starting at `at` lies inside a dimension of `total`. */
+GEMMINI_LIB_FN int gemmini_part(int total, int at, int tile) { return total - at < tile ? total - at : tile; }
+
+/* The output pixels a pooled tile needs (npr x npc pooled pixels from output row/col orow/ocol,
+ * which may be negative with pool padding) and how many of them lie outside the output. */
+struct gemmini_out_tile { int orows, ocols, lpad, rpad, upad, dpad; };
+GEMMINI_LIB_FN struct gemmini_out_tile gemmini_pooled_tile(int npr, int npc, int orow, int ocol, int pool_size,
+                                                           int pool_stride, int out_row_dim, int out_col_dim) {
+  struct gemmini_out_tile o;
+  o.ocols = npc * pool_stride + pool_size - 1;
+  o.orows = npr * pool_stride + pool_size - 1;
+  o.lpad = ocol < 0 ? -ocol : 0;
+  o.upad = orow < 0 ? -orow : 0;
+  o.rpad = ocol + o.ocols > out_col_dim ? ocol + o.ocols - out_col_dim : 0;
+  o.dpad = orow + o.orows > out_row_dim ? orow + o.orows - out_row_dim : 0;
+  return o;
+}
+
 GEMMINI_LIB_FN void tiled_conv_stride_auto(int batch_size, int in_row_dim, int in_col_dim, int in_channels,
                                    int out_channels, int out_row_dim, int out_col_dim,
                                    int stride, int input_dilation, int kernel_dilation, int padding, int kernel_dim,
@@ -331,18 +349,17 @@ GEMMINI_LIB_FN void tiled_conv_stride_auto(int batch_size, int in_row_dim, int i
             for (int kcol = 0; kcol < kernel_dim; kcol += t.kcols) {
               const int icol = (ocol < 0 ? 0 : ocol) * stride + kcol * kernel_dilation - padding;
               for (int kch = 0; kch < in_channels; kch += t.kchs) {
-                const int nb = batch_size - b < t.batches ? batch_size - b : t.batches;
-                const int npr = prow_dim - porow < t.porows ? prow_dim - porow : t.porows;
-                const int npc = pcol_dim - pocol < t.pocols ? pcol_dim - pocol : t.pocols;
-                const int noc = out_channels - poch < t.pochs ? out_channels - poch : t.pochs;
-                const int nkr = kernel_dim - krow < t.krows ? kernel_dim - krow : t.krows;
-                const int nkc = kernel_dim - kcol < t.kcols ? kernel_dim - kcol : t.kcols;
-                const int nkch = in_channels - kch < t.kchs ? in_channels - kch : t.kchs;
-                /* output pixels the pooled tile needs, and what of them lies outside the image */
-                const int tile_ocols = npc * pool_stride + pool_size - 1, tile_orows = npr * pool_stride + pool_size - 1;
-                const int plpad = ocol < 0 ? -ocol : 0, pupad = orow < 0 ? -orow : 0;
-                const int prpad = ocol + tile_ocols > out_col_dim ? ocol + tile_ocols - out_col_dim : 0;
-                const int pdpad = orow + tile_orows > out_row_dim ? orow + tile_orows - out_row_dim : 0;
+                const int nb = gemmini_part(batch_size, b, t.batches);
+                const int npr = gemmini_part(prow_dim, porow, t.porows);
+                const int npc = gemmini_part(pcol_dim, pocol, t.pocols);
+                const int noc = gemmini_part(out_channels, poch, t.pochs);
+                const int nkr = gemmini_part(kernel_dim, krow, t.krows);
+                const int nkc = gemmini_part(kernel_dim, kcol, t.kcols);
+                const int nkch = gemmini_part(in_channels, kch, t.kchs);
+                const struct gemmini_out_tile ot = gemmini_pooled_tile(npr, npc, orow, ocol, pool_size, pool_stride,
+                                                                       out_row_dim, out_col_dim);
+                const int tile_ocols = ot.ocols, tile_orows = ot.orows;
+                const int plpad = ot.lpad, pupad = ot.upad, prpad = ot.rpad, pdpad = ot.dpad;
                 const int dkr = nkr + (kernel_dilation - 1) * (nkr - 1), dkc = nkc + (kernel_dilation - 1) * (nkc - 1);
                 const int tile_icols = (tile_ocols - plpad - prpad) * stride + dkc - 1;
                 const int tile_irows = (tile_orows - pupad - pdpad) * stride + dkr - 1;
@@ -436,13 +453,13 @@ GEMMINI_LIB_FN void tiled_conv_dw_auto(int batch_size, int in_row_dim, int in_co
       const int orow = porow * pool_stride - pool_padding;
       for (int pocol = 0; pocol < pcol_dim; pocol += t.pocols) {
         const int ocol = pocol * pool_stride - pool_padding;
-        const int nb = batch_size - b < t.batches ? batch_size - b : t.batches;
-        const int npr = prow_dim - porow < t.porows ? prow_dim - porow : t.porows;
-        const int npc = pcol_dim - pocol < t.pocols ? pcol_dim - pocol : t.pocols;
-        const int tile_ocols = npc * pool_stride + pool_size - 1, tile_orows = npr * pool_stride + pool_size - 1;
-        const int plpad = ocol < 0 ? -ocol : 0, pupad = orow < 0 ? -orow : 0;
-        const int prpad = ocol + tile_ocols > out_col_dim ? ocol + tile_ocols - out_col_dim : 0;
-        const int pdpad = orow + tile_orows > out_row_dim ? orow + tile_orows - out_row_dim : 0;
+        const int nb = gemmini_part(batch_size, b, t.batches);
+        const int npr = gemmini_part(prow_dim, porow, t.porows);
+        const int npc = gemmini_part(pcol_dim, pocol, t.pocols);
+        const struct gemmini_out_tile ot = gemmini_pooled_tile(npr, npc, orow, ocol, pool_size, pool_stride,
+                                                               out_row_dim, out_col_dim);
+        const int tile_ocols = ot.ocols, tile_orows = ot.orows;
+        const int plpad = ot.lpad, pupad = ot.upad, prpad = ot.rpad, pdpad = ot.dpad;
         const int irow = (orow < 0 ? 0 : orow) * stride - padding, icol = (ocol < 0 ? 0 : ocol) * stride - padding;
         const int tile_icols = (tile_ocols - plpad - prpad) * stride + kernel_dim - 1;
         const int tile_irows = (tile_orows - pupad - pdpad) * stride + kernel_dim - 1;
