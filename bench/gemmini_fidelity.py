@@ -33,6 +33,11 @@ Published figures used (every one we could find and check here):
   published stands in for the geometric mean: this compares the library against the 'after'
   program (the expert schedule of 12544x64x256) on the same shape and harness conditions.
   Ranking: expert faster than the library.
+- FireSim F2 runs of gemmini-rocc-tests on the public Lean Gemmini image (lorikjashari/OpenASDx,
+  llm/fpga/f2, 2026-09-26): tiled_matmul_ws (64^3, Gemmini and the Rocket core),
+  tiled_matmul_ws_perf (128x256x256), conv_perf and conv_dw_perf; what each times, and how the
+  model is configured to match the image (64 requests in flight, no bias operand), is in
+  gemmini_firesim_f2.py, which holds our programs for them.
 - Gemmini paper (Genc et al., arXiv 1911.09925 v1, abstract): selected design points run DNN
   inference two to three orders of magnitude faster than the host processor alone. Checked on
   one 256^3 int8 GEMM: the library on Gemmini (tiled_matmul_auto, WS) against the host alone
