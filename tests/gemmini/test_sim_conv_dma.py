@@ -266,3 +266,25 @@ def test_tiled_conv_dw_auto_matches_a_cpu_depthwise_convolution(tmp_path, stride
     run = run_c(tmp_path, defines + DEPTHWISE)
     assert_ok(run)
     assert run.queue_busy["execute"] > 0, run.queue_busy
+
+
+def test_gemmini_h_counter_helpers_use_the_suites_numbering(tmp_path):
+    # counter_configure(i, 44 + 4) is gemmini-rocc-tests' RDMA_BYTES_REC (an external level):
+    # a 16-row, 64-byte-wide move-in brings in 1,024 bytes; counter_reset zeroes the counters.
+    run = run_c(tmp_path, r"""
+static elem_t src[DIM][4 * DIM] row_align(4);
+AUTOCOMP_HARNESS_FN int main(void) {
+  gemmini_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0);
+  gemmini_config_ld(4 * DIM);
+  counter_configure(0, 44 + 4);
+  counter_configure(1, 44 + 5);
+  gemmini_extended_mvin(src, 0, 4 * DIM, DIM);
+  gemmini_fence();
+  CHECK(counter_read(0) == 1024, "bytes read: %u", counter_read(0));
+  CHECK(counter_read(1) == 0, "bytes written: %u", counter_read(1));
+  counter_reset();
+  CHECK(counter_read(0) == 0, "after reset: %u", counter_read(0));
+  return failures;
+}
+""")
+    assert_ok(run)

@@ -1593,6 +1593,10 @@ class gemmini_t : public extension_t {
     const uint64_t t = now();
     const int idx = (int)((rs1 >> 4) & 7);
     if (rs1 & 1) {
+      // The global reset also clears the DMA's own running totals (CounterFile.scala drives
+      // external_reset from it; DMA.scala / XactTracker.scala zero total_bytes_read /
+      // total_bytes_sent / total_latency on it); occupancy levels are live values.
+      rd_bytes = wr_bytes = rd_latency = wr_latency = 0;
       for (auto& c : counters) c.base = c.event ? event_value(c.event, c.external, t) : 0;
       counter_snap_on = false;
     }
