@@ -409,6 +409,7 @@ class GemminiToolchain:
         region_instruction_limit: int = 0,
         host_dcache: bool = False,
         dma_inflight: int | None = None,
+        memory_latency: tuple[int, int] | None = None,
     ) -> SimRun:
         """Run ``elf`` on Spike with the model. ``regions``: name -> (ELF symbol, bytes) copied
         at every snapshot. Measure/snapshot markers count only from code in the
@@ -430,6 +431,9 @@ class GemminiToolchain:
         if dma_inflight is not None:
             # Requests in flight per DMA engine (the configuration's max_in_flight_mem_reqs).
             lines.append(f"dma_inflight {int(dma_inflight)}")
+        if memory_latency is not None:
+            # Calibration only (bench/gemmini_calibrate.py): DRAM and L2-hit round trips.
+            lines.append(f"memory_latency {int(memory_latency[0])} {int(memory_latency[1])}")
         harness = section_bytes(elf, HARNESS_SECTION)
         if harness is not None:
             addr, content = harness

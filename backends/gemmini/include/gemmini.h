@@ -51,6 +51,13 @@ static const acc_t acc_t_max = INT32_MAX;
 static const acc_t acc_t_min = INT32_MIN;
 
 #define HAS_MVIN_SCALE
+/* defaultConfig has first-layer optimisations (GemminiConfigs.scala
+ * has_first_layer_optimizations = true); a program modelling an image built without them (for
+ * example the DOSA FireSim image, "nofirstlayer") defines GEMMINI_NO_FIRST_LAYER_OPTIMIZATIONS
+ * before including this header, and tiled_conv_auto then packs no pixels. */
+#ifndef GEMMINI_NO_FIRST_LAYER_OPTIMIZATIONS
+#define HAS_FIRST_LAYER_OPTIMIZATIONS
+#endif
 #define ACC_SCALE_T_IS_FLOAT
 #define ACC_SCALE_EXP_BITS 8
 #define ACC_SCALE_SIG_BITS 24

@@ -390,9 +390,13 @@ GEMMINI_LIB_FN void tiled_conv_stride_auto(int batch_size, int in_row_dim, int i
                  * (GemminiConfigs.scala has_first_layer_optimizations, on by default): with few
                  * input channels, one scratchpad row holds DIM / channels neighbouring pixels, so
                  * one compute covers that many kernel columns. */
+#ifdef HAS_FIRST_LAYER_OPTIMIZATIONS
                 int pixels_per_row = (trans_output_1203 || trans_input_3120 || trans_weight_1203 ||
                                       trans_weight_0132 || wrot180 || input_dilated || kernel_dilation > 1 ||
                                       nkch > DIM) ? 1 : DIM / nkch;
+#else
+                int pixels_per_row = 1;
+#endif
                 if (pixels_per_row > nkc) pixels_per_row = nkc;
                 const int tile_orows_in = tile_orows - pupad - pdpad, tile_ocols_in = tile_ocols - plpad - prpad;
                 gemmini_loop_conv_ws(batch_size, in_row_dim, in_col_dim, in_channels, out_channels, out_row_dim, out_col_dim,

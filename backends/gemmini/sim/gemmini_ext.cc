@@ -33,6 +33,7 @@
 #include "riscv/rocc.h"
 #include "riscv/simif.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdarg>
 #include <cstdint>
@@ -561,6 +562,8 @@ class gemmini_t : public extension_t {
   uint64_t loop_count = 0;
   uint32_t loop_acc_base = 0;
   uint64_t loop_issue_end[2] = {0, 0};
+  // LoopMatmul's loaders, execute unroller and store unroller: when each can take the next loop.
+  uint64_t lw_ld_free = 0, lw_ex_free = 0, lw_st_free = 0;
   uint64_t last_loop_issue_end = 0;
 
   // loop_conv_ws configuration (raw rs1/rs2 pairs of configs 1..6)
@@ -651,6 +654,18 @@ class gemmini_t : public extension_t {
           std::_Exit(4);
         }
         dma_inflight = n;
+      } else if (key == "memory_latency") {
+        // Calibration runs only (bench/gemmini_calibrate.py): the DRAM round trip and the L2
+        // hit round trip, in place of DMA_LATENCY and L2_HIT_LATENCY.
+        uint64_t dram = 0, l2 = 0;
+        ls >> dram >> l2;
+        if (dram < 1 || dram > 100000 || l2 < 1 || l2 > dram) {
+          std::fprintf(stderr, "gemmini: memory_latency %llu %llu: need 1 <= L2 <= DRAM <= 100000\n",
+                       (unsigned long long)dram, (unsigned long long)l2);
+          std::_Exit(4);
+        }
+        dram_latency = dram;
+        l2_hit_latency = l2;
       }
     }
   }
@@ -843,6 +858,8 @@ class gemmini_t : public extension_t {
   std::vector<uint64_t> l2_tag = std::vector<uint64_t>(L2_SETS * L2_WAYS, 0), l2_use = std::vector<uint64_t>(L2_SETS * L2_WAYS, 0);
   std::vector<uint64_t> l2_fill = std::vector<uint64_t>(L2_SETS * L2_WAYS, 0);  // when each line's data is in
   uint64_t l2_tick = 0, l2_hits = 0, l2_misses = 0;
+  // DMA_LATENCY and L2_HIT_LATENCY, unless a calibration run sets them (`memory_latency`).
+  uint64_t dram_latency = DMA_LATENCY, l2_hit_latency = L2_HIT_LATENCY;
   // `whole_line_write`: a DMA write of one whole aligned line. On a miss the L2 then asks the
   // outer side for write permission only (InclusiveCache MSHR.scala: a full-block PutFullData
   // sends AcquirePerm, not AcquireBlock), which the TLCacheCork below it grants at once
@@ -858,14 +875,14 @@ class gemmini_t : public extension_t {
       if (tag[w] == line) {
         use[w] = ++l2_tick;
         l2_hits++;
-        return t + L2_HIT_LATENCY > fill[w] ? t + L2_HIT_LATENCY : fill[w];
+        return t + l2_hit_latency > fill[w] ? t + l2_hit_latency : fill[w];
       }
       if (use[w] < use[victim]) victim = w;
     }
     tag[victim] = line;
     use[victim] = ++l2_tick;
     l2_misses++;
-    fill[victim] = t + (whole_line_write ? L2_HIT_LATENCY : DMA_LATENCY);
+    fill[victim] = t + (whole_line_write ? l2_hit_latency : dram_latency);
     return fill[victim];
   }
   uint64_t tlb_misses = 0, tlb_filter_misses = 0, dma_read_reqs = 0, dma_write_reqs = 0;
@@ -1687,7 +1704,21 @@ class gemmini_t : public extension_t {
       return ((uint64_t)rows << 48) | ((uint64_t)cols << 32) | addr;
     };
 
-    // D (bias) into the accumulator first: execution waits for all of it.
+    // LoopMatmul.scala runs its loaders (LdA, LdB, LdD), its execute unroller (Ex) and its
+    // store unroller (StC) as separate state machines, each on its own loop: a loader takes
+    // the next loop as soon as it has issued the last one's move-ins, so the next tile's
+    // loads overlap this tile's computes; Ex issues a step once the loads it needs have been
+    // issued (ld_ahead: the loaders' k/i/j counters have passed it); StC issues a move-out
+    // once Ex has issued that output's last compute (ex_ahead). Each is held back only by its
+    // own reservation-station queue (enter()). Modelled as three cursors; the RTL's one
+    // command per cycle shared by all of them (the global Arbiter) is not modelled.
+    uint64_t ld_c = std::max(t0, lw_ld_free), ex_c = std::max(t0, lw_ex_free), st_c = std::max(t0, lw_st_free);
+    auto on = [&](uint64_t& cursor, auto&& issue) {
+      internal_issue = cursor;
+      issue();
+      cursor = internal_issue;
+    };
+    // D (bias) into the accumulator first: execution waits for all of it (ldd_ahead).
     if (lw.d != 0) {
       const uint32_t dblocks = low_d ? (J < MAX_BLOCK_LEN ? J : MAX_BLOCK_LEN) : MAX_BLOCK_LEN_ACC;
       const uint32_t dbytes = low_d ? 1 : 4;
@@ -1697,8 +1728,9 @@ class gemmini_t : public extension_t {
           uint32_t cols = blocks * DIM - (j + blocks >= J ? lw.pad_j : 0);
           uint32_t rows = tile_rows(i, I, lw.pad_i);
           uint64_t dram = lw.d + ((uint64_t)i * lw.d_stride + j) * DIM * dbytes;
-          mvin(2, dram, rs2_of(acc_addr(acc_base + (i * J + j) * DIM, false, false), cols, rows));
+          on(ld_c, [&] { mvin(2, dram, rs2_of(acc_addr(acc_base + (i * J + j) * DIM, false, false), cols, rows)); });
         }
+      ex_c = std::max(ex_c, ld_c);
     }
     // A and B tiles are loaded just ahead of the execute order (k, then j, then i).
     const uint32_t a_max_r = a_t ? K : I, a_max_c = a_t ? I : K;
@@ -1722,21 +1754,34 @@ class gemmini_t : public extension_t {
       uint64_t stride = is_a ? lw.a_stride : lw.b_stride;
       uint64_t dram = base + ((uint64_t)r * stride + c0) * DIM;
       uint32_t sp_addr = (is_a ? a_start : b_start) + (r * max_c + c0) * DIM;
-      mvin(is_a ? 0 : 1, dram, rs2_of(sp_addr, cols, rows));
+      on(ld_c, [&] { mvin(is_a ? 0 : 1, dram, rs2_of(sp_addr, cols, rows)); });
       for (uint32_t b = 0; b < blocks; b++) loaded[(size_t)r * max_c + c0 + b] = 1;
     };
+    // Loaders first (functionally the move-ins only write this loop's rows), recording when
+    // the loads each execute step needs have been issued.
+    std::vector<uint64_t> ld_gate((size_t)K * J * I);
     for (uint32_t k = 0; k < K; k++)
       for (uint32_t j = 0; j < J; j++)
         for (uint32_t i = 0; i < I; i++) {
           load_tile(true, a_t ? k : i, a_t ? i : k);
           load_tile(false, b_t ? j : k, b_t ? k : j);
+          ld_gate[((size_t)k * J + j) * I + i] = ld_c;
+        }
+    std::vector<uint64_t> ex_last((size_t)I * J, 0);  // issue of each output's last compute
+    for (uint32_t k = 0; k < K; k++)
+      for (uint32_t j = 0; j < J; j++)
+        for (uint32_t i = 0; i < I; i++) {
           uint32_t a_sp = a_start + ((a_t ? k : i) * a_max_c + (a_t ? i : k)) * DIM;
           uint32_t b_sp = b_start + ((b_t ? j : k) * b_max_c + (b_t ? k : j)) * DIM;
           uint32_t c_acc = acc_base + (i * J + j) * DIM;
           uint32_t kr = tile_rows(k, K, lw.pad_k), jc = tile_rows(j, J, lw.pad_j), ir = tile_rows(i, I, lw.pad_i);
-          preload(rs2_of(i == 0 ? b_sp : GARBAGE, jc, kr),
-                  rs2_of(acc_addr(c_acc, ex_accumulate || k != 0, false), jc, ir));
-          compute(rs2_of(a_sp, kr, ir), rs2_of(GARBAGE, DIM, DIM), i == 0);
+          ex_c = std::max(ex_c, ld_gate[((size_t)k * J + j) * I + i]);
+          on(ex_c, [&] {
+            preload(rs2_of(i == 0 ? b_sp : GARBAGE, jc, kr),
+                    rs2_of(acc_addr(c_acc, ex_accumulate || k != 0, false), jc, ir));
+            compute(rs2_of(a_sp, kr, ir), rs2_of(GARBAGE, DIM, DIM), i == 0);
+          });
+          ex_last[(size_t)i * J + j] = ex_c;
         }
     if (lw.c != 0) {
       const uint32_t cblocks = full_c ? 1 : (J < MAX_BLOCK_LEN ? J : MAX_BLOCK_LEN);
@@ -1747,10 +1792,15 @@ class gemmini_t : public extension_t {
           uint32_t cols = blocks * DIM - (j + blocks >= J ? lw.pad_j : 0);
           uint32_t rows = tile_rows(i, I, lw.pad_i);
           uint64_t dram = lw.c + ((uint64_t)i * lw.c_stride + j) * DIM * cbytes;
-          mvout(dram, rs2_of(acc_addr(acc_base + (i * J + j) * DIM, false, full_c), cols, rows));
+          for (uint32_t b = 0; b < blocks; b++) st_c = std::max(st_c, ex_last[(size_t)i * J + j + b]);
+          on(st_c, [&] { mvout(dram, rs2_of(acc_addr(acc_base + (i * J + j) * DIM, false, full_c), cols, rows)); });
         }
       loop_acc_base = (loop_acc_base + half_acc) % ACC_ROWS;
     }
+    lw_ld_free = ld_c;
+    lw_ex_free = ex_c;
+    lw_st_free = st_c;
+    internal_issue = std::max({ld_c, ex_c, st_c});
     ex = saved_ex;
     internal = false;
     loop_issue_end[slot] = internal_issue;

@@ -1,0 +1,168 @@
+"""Timing of the hardware loop unrollers on the Gemmini model, each against the RTL it follows:
+
+- LoopConv computes a row of output pixels DIM pixels at a time, and the last step takes only
+  the pixels left (LoopConv.scala LoopConvExecute: I = min(block_size, ocols - ocol)), which
+  ExecuteController streams in max(rows, 4) cycles: 17 columns cost 16 + 4 rows, not 2 x 16;
+- LoopMatmul's loaders, execute unroller and store unroller are separate state machines
+  (LoopMatmul.scala LdA / LdB / Ex / StC), so the next tile's move-ins are issued while this
+  tile computes, and a call's time is not the sum of its load and execute time;
+- the calibration line that sets the two memory latencies (bench/gemmini_calibrate.py) refuses
+  values that make no sense, with a message that says which.
+These were found by setting the model beside 67 FireSim-timed layers of Gemmini's own library
+(DOSA; bench/gemmini_dosa_layers.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from simkit import PRELUDE, assert_ok, run_c, toolchain  # noqa: E402
+
+# One loop_conv_ws call: a 1x1 convolution of ROWS x COLS pixels, 16 channels in and out, both
+# operands brought into the L2 by a first, unmeasured pass, so execution dominates.
+ONE_BY_ONE = r"""
+#define ROWS 8
+#define CH 16
+static elem_t img[ROWS][COLS][CH] row_align(1), w[CH][CH] row_align(1), out[ROWS][COLS][CH] row_align(1);
+AUTOCOMP_HARNESS_FN int main(void) {
+  for (int r = 0; r < ROWS; r++) for (int c = 0; c < COLS; c++) for (int ch = 0; ch < CH; ch++) img[r][c][ch] = (elem_t)(rnd() % 7) - 3;
+  for (int i = 0; i < CH; i++) for (int o = 0; o < CH; o++) w[i][o] = (elem_t)(rnd() % 5) - 2;
+  gemmini_extended_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0, 1, false, false);
+  gemmini_config_st(CH);
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1) AUTOCOMP_MEASURE_BEGIN();
+    gemmini_loop_conv_ws(1, ROWS, COLS, CH, CH, ROWS, COLS, ROWS, COLS,
+                         1, 0, 1, 1, 1, 1, 0,
+                         1, ROWS, COLS, CH, 1, 1, CH,
+                         0, 0, 0, 0, 0, 0, 0, 0, ROWS, COLS,
+                         (const elem_t *)w, (elem_t *)out, NULL, (const elem_t *)img,
+                         true, true, false, false, false, NO_ACTIVATION, false, false, false, false, 1,
+                         CH, CH, CH, false, 0, 0);
+    gemmini_fence();
+  }
+  AUTOCOMP_MEASURE_END();
+  for (int r = 0; r < ROWS; r++) for (int c = 0; c < COLS; c++) for (int o = 0; o < CH; o++) {
+    int32_t s = 0;
+    for (int i = 0; i < CH; i++) s += img[r][c][i] * w[i][o];
+    elem_t want = s > 127 ? 127 : (s < -128 ? -128 : (elem_t)s);
+    CHECK(out[r][c][o] == want, "out[%d][%d][%d] = %d, want %d", r, c, o, out[r][c][o], want);
+  }
+  return failures;
+}
+"""
+
+
+def _one_by_one(tmp_path: Path, cols: int):
+    sub = tmp_path / f"cols{cols}"
+    sub.mkdir()
+    run = run_c(sub, f"#define COLS {cols}\n" + ONE_BY_ONE)
+    assert_ok(run)
+    return run.queue_busy["execute"]
+
+
+def test_conv_last_column_step_takes_only_the_pixels_left(tmp_path):
+    sixteen, seventeen, thirty_two = (_one_by_one(tmp_path, c) for c in (16, 17, 32))
+    # 8 rows x 16 pixels: 128 rows of the array; 17 columns add one 4-row step per output row
+    # (+25%); charging the last step a full 16 rows would double it, as 32 columns do.
+    assert 1.15 < seventeen / sixteen < 1.45, (sixteen, seventeen, thirty_two)
+    assert 1.8 < thirty_two / sixteen < 2.2, (sixteen, seventeen, thirty_two)
+
+
+# One tiled_matmul_auto over a BERT-sized GEMM (128 x 768 x 768, one of the DOSA layers): 20
+# loop_ws tiles, each moving in about 120 KiB from DRAM and computing for about 19k cycles.
+BERT_GEMM = r"""
+static elem_t A[128][768] row_align(1), B[768][768] row_align(1), C[128][768] row_align(1);
+AUTOCOMP_HARNESS_FN int main(void) {
+  gemmini_flush(0);
+  AUTOCOMP_MEASURE_BEGIN();
+  tiled_matmul_auto(128, 768, 768, (elem_t *)A, (elem_t *)B, NULL, (elem_t *)C, 768, 768, 768, 768,
+                    MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, NO_ACTIVATION,
+                    ACC_SCALE_IDENTITY, 0, false, false, false, false, false, 0, WS);
+  gemmini_fence();
+  AUTOCOMP_MEASURE_END();
+  return C[3][5] == 0 ? 0 : 1;  /* zero operands, zero product */
+}
+"""
+
+
+def test_next_tiles_loads_overlap_this_tiles_computes(tmp_path):
+    run = run_c(tmp_path, BERT_GEMM, max_instructions=20_000_000)
+    assert_ok(run)
+    load, execute = run.queue_busy["load"], run.queue_busy["execute"]
+    # Issued in one order through one cursor, each tile's loads waited for the previous
+    # tile's computes to be issued and the call took longer than load + execute (780k cycles
+    # against 331k + 325k); with the unrollers' own cursors it takes little more than the
+    # longer of the two.
+    assert run.cycles < 0.8 * (load + execute), (run.cycles, run.queue_busy)
+    assert run.cycles < 1.25 * max(load, execute), (run.cycles, run.queue_busy)
+
+
+def _latency_run(tmp_path: Path, latency: tuple[int, int]):
+    src = tmp_path / "prog.c"
+    src.write_text(PRELUDE + BERT_GEMM)
+    elf = tmp_path / "prog.elf"
+    tc = toolchain()
+
+    async def go():
+        built = await tc.compile([str(src)], str(elf), str(tmp_path))
+        assert built.ok, built.tail()
+        return await tc.run(str(elf), str(tmp_path), {}, timeout=60, max_instructions=20_000_000,
+                            memory_latency=latency)
+
+    return asyncio.run(go())
+
+
+def test_memory_latency_calibration_line(tmp_path):
+    slow, fast = _latency_run(tmp_path, (400, 50)), _latency_run(tmp_path, (100, 50))
+    assert_ok(slow)
+    assert_ok(fast)
+    assert slow.cycles > fast.cycles, (slow.cycles, fast.cycles)
+    refused = _latency_run(tmp_path, (40, 50))
+    assert "memory_latency 40 50: need 1 <= L2 <= DRAM <= 100000" in refused.error, refused.error
+
+
+# A 3-channel 3x3 layer through tiled_conv_auto, with and without first-layer optimisations.
+FIRST_LAYER_LIB = r"""
+#define R 32
+#define ICH 3
+#define OCH 16
+#define K 3
+static elem_t in[1][R][R][ICH] row_align(1), w[K][K][ICH][OCH] row_align(1), out[1][R][R][OCH] row_align(1);
+AUTOCOMP_HARNESS_FN int main(void) {
+  for (int r = 0; r < R; r++) for (int c = 0; c < R; c++) for (int ch = 0; ch < ICH; ch++) in[0][r][c][ch] = (elem_t)(rnd() % 7) - 3;
+  for (int kr = 0; kr < K; kr++) for (int kc = 0; kc < K; kc++) for (int ch = 0; ch < ICH; ch++)
+    for (int o = 0; o < OCH; o++) w[kr][kc][ch][o] = (elem_t)(rnd() % 5) - 2;
+  AUTOCOMP_MEASURE_BEGIN();
+  tiled_conv_auto(1, R, R, ICH, OCH, R, R, 1, 1, 1, 1, K, false, false, false, false, false,
+                  (const elem_t *)in, (const elem_t *)w, NULL, (elem_t *)out, NO_ACTIVATION, ACC_SCALE_IDENTITY, 0, 0, 0, WS);
+  AUTOCOMP_MEASURE_END();
+  for (int r = 0; r < R; r++) for (int c = 0; c < R; c++) for (int o = 0; o < OCH; o++) {
+    int32_t s = 0;
+    for (int kr = 0; kr < K; kr++) for (int kc = 0; kc < K; kc++) for (int ch = 0; ch < ICH; ch++) {
+      int ir = r + kr - 1, ic = c + kc - 1;
+      if (ir >= 0 && ic >= 0 && ir < R && ic < R) s += in[0][ir][ic][ch] * w[kr][kc][ch][o];
+    }
+    elem_t want = s > 127 ? 127 : (s < -128 ? -128 : (elem_t)s);
+    CHECK(out[0][r][c][o] == want, "out %d %d %d = %d, want %d", r, c, o, out[0][r][c][o], want);
+  }
+  return failures;
+}
+"""
+
+
+def test_images_without_first_layer_optimisations_pack_no_pixels(tmp_path):
+    # GemminiConfigs has_first_layer_optimizations: defaultConfig packs DIM / channels pixels
+    # per scratchpad row; an image built without it (DOSA's "nofirstlayer") does not. The
+    # program says which by defining GEMMINI_NO_FIRST_LAYER_OPTIMIZATIONS; results are the same.
+    (tmp_path / "packed").mkdir()
+    (tmp_path / "plain").mkdir()
+    packed = run_c(tmp_path / "packed", FIRST_LAYER_LIB)
+    plain = run_c(tmp_path / "plain", "#define GEMMINI_NO_FIRST_LAYER_OPTIMIZATIONS\n" + PRELUDE + FIRST_LAYER_LIB,
+                  prelude=False)
+    assert_ok(packed)
+    assert_ok(plain)
+    assert plain.queue_busy["execute"] > 2.5 * packed.queue_busy["execute"], (packed.queue_busy, plain.queue_busy)
