@@ -38,6 +38,13 @@ Published figures used (every one we could find and check here):
   tiled_matmul_ws_perf (128x256x256), conv_perf and conv_dw_perf; what each times, and how the
   model is configured to match the image (64 requests in flight, no bias operand), is in
   gemmini_firesim_f2.py, which holds our programs for them.
+- DOSA artifact (Hong et al., MICRO 2023; ucb-bar/dosa): Gemmini's own library timed on FireSim
+  over 67 layers of ResNet-50, BERT, U-Net and RetinaNet on an image with defaultConfig's DMA
+  and FASED DDR3 with a 4 MiB LLC; shapes, cycle counts and how the model is run to match are
+  in gemmini_dosa_layers.py. Each layer is a published figure; the two memory latencies are
+  fitted to these and the pair by gemmini_calibrate.py.
+- Autocomp paper, abstract again: 5.6x (GEMM) and 2.7x (conv) over the library bound the
+  library's utilisation on the paper's shapes (gemmini_autocomp_shapes.py) from above.
 - Gemmini paper (Genc et al., arXiv 1911.09925 v1, abstract): selected design points run DNN
   inference two to three orders of magnitude faster than the host processor alone. Checked on
   one 256^3 int8 GEMM: the library on Gemmini (tiled_matmul_auto, WS) against the host alone
@@ -67,6 +74,8 @@ from autocomp.backends.gemmini.backend import DEFAULTS  # noqa: E402
 from autocomp.backends.gemmini.toolchain import GemminiToolchain  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
+import gemmini_autocomp_shapes as shapes  # noqa: E402
+import gemmini_dosa_layers as dosa  # noqa: E402
 import gemmini_firesim_f2 as f2  # noqa: E402
 
 PRELUDE = r"""
@@ -250,6 +259,20 @@ async def main() -> int:
                               ("matmul_perf", f2.MATMUL_PERF), ("conv_perf", f2.CONV_PERF),
                               ("conv_dw_perf", f2.CONV_DW_PERF)):
             lean[name], _ = await cycles(tc, "f2-" + name, "", work, program, dma_inflight=f2.LEAN_DMA_INFLIGHT)
+        dosa_rows = []
+        for layer in dosa.LAYERS:
+            shape = layer[:7]
+            c, _ = await cycles(tc, f"dosa-{len(dosa_rows)}", "", work,
+                                dosa.program(*shape))
+            dosa_rows.append((dosa.name(*shape), c, *layer[7:]))
+        gemm_util, conv_util = [], []
+        for m, k, n in shapes.GEMM_SHAPES:
+            c, _ = await cycles(tc, f"autocomp-gemm-{m}x{k}x{n}", "", work, shapes.gemm_program(m, k, n))
+            gemm_util.append((f"{m}x{k}x{n}", shapes.gemm_ideal_cycles(m, k, n) / c))
+        for shape in shapes.CONV_SHAPES:
+            c, _ = await cycles(tc, "autocomp-conv-" + "x".join(map(str, shape)), "", work, shapes.conv_program(*shape))
+            b, d, ci, co = shape
+            conv_util.append((f"{b}x{d}x{d}x{ci}->{co}", shapes.conv_ideal_cycles(*shape) / c))
     ideal = 12544 * 64 * 256 // (16 * 16)
     rows = [
         ("FireSim 12544x64x256 'before' (cycles)", before, PUBLISHED_BEFORE),
@@ -282,6 +305,13 @@ async def main() -> int:
         print(f"{name:54s} {fmt(model):>14s} {fmt(published):>14s} {err(model, published):>8s}")
     util = f2.MATMUL_PERF_IDEAL / lean["matmul_perf"]
     print(f"  tiled_matmul_ws_perf utilisation: model {100 * util:.0f}%, published 82% (of the ideal {f2.MATMUL_PERF_IDEAL:,} cycles)")
+    print("DOSA artifact: Gemmini's library on 67 DNN layers, FireSim (ucb-bar/dosa; gemmini_dosa_layers.py):")
+    print(f"  {'layer':34s} {'model':>12s} {'FireSim':>12s} {'(min-max)':>23s} {'error':>8s}")
+    for layer, model, median, lo, hi in dosa_rows:
+        print(f"  {layer:34s} {model:>12,} {median:>12,} {f'({lo:,}-{hi:,})':>23s} {err(model, median):>8s}")
+    mean, spread, within = dosa.summary([model / median for _, model, median, _, _ in dosa_rows])
+    print(f"  model / FireSim: geometric mean {mean:.3f}, spread x{spread:.2f}, {within} of {len(dosa_rows)} within 15%")
+    ok &= within == len(dosa_rows)
     speedup = on_host / on_gemmini
     lo = GEMMINI_OVER_HOST_AT_LEAST
     print(f"{'Gemmini paper: Gemmini over host CPU (256^3 GEMM)':54s} {speedup:>13.0f}x {f'>= {lo}x':>14s} "
@@ -289,6 +319,17 @@ async def main() -> int:
     print("  (published: 100-1000x for whole-DNN inference, where non-GEMM layers stay on the host; for one\n"
           "   GEMM that range is a lower bound, so only the bound is checked, not a +-15% ratio)")
     ok &= speedup >= lo
+    print("Autocomp paper, library on its own benchmarks: Autocomp's code ran 5.6x (GEMM) and 2.7x (conv) faster\n"
+          "  than the library (geometric means), and no code beats the array's peak, so the library's geometric-mean\n"
+          "  utilisation was at most 1/5.6 and 1/2.7. Model, library on the paper's shapes (default configuration):")
+    for label, util, published_speedup in (("GEMM", gemm_util, shapes.PUBLISHED_AUTOCOMP_OVER_LIBRARY_GEMM),
+                                           ("conv", conv_util, shapes.PUBLISHED_AUTOCOMP_OVER_LIBRARY_CONV)):
+        per_shape = ", ".join(f"{name} {100 * u:.0f}%" for name, u in util)
+        mean, bound = shapes.geomean([u for _, u in util]), 1 / published_speedup
+        print(f"  {label}: {per_shape}")
+        print(f"  {'  library utilisation, ' + label + ' geometric mean':52s} {100 * mean:>13.0f}% "
+              f"{f'<= {100 * bound:.1f}%':>14s} {'holds' if mean <= bound else 'ABOVE':>8s}")
+        ok &= mean <= bound
     # A ranking counts as reproduced only with a clear margin (5%): a near tie is not one.
     rankings = [
         ("after faster than before (by more than 5%)", after < 0.95 * before),
@@ -300,15 +341,15 @@ async def main() -> int:
         print(f"ranking: {name:62s} {'reproduced' if holds else 'NOT reproduced'}")
         ok &= holds
     if lib / after < PUBLISHED_EXPERT_OVER_LIBRARY * 0.85:
-        print("  why the library/expert figure is not reproduced: the model runs tiled_matmul_auto's loop_ws\n"
-              "  tiles with the execute unit "
-              f"{100 * (12544 * 64 * 256 // 256) / lib:.0f}% busy; matching the published 4x would need the library at\n"
-              f"  about {PUBLISHED_EXPERT_OVER_LIBRARY * PUBLISHED_AFTER:,.0f} cycles on this shape "
-              f"({100 * (12544 * 64 * 256 // 256) / (PUBLISHED_EXPERT_OVER_LIBRARY * PUBLISHED_AFTER):.0f}% busy). "
-              "No mechanism read in LoopMatmul.scala,\n"
-              "  ReservationStation.scala, LoadController.scala or the library explains that (see MODEL.md, Fidelity),\n"
-              "  and the FireSim F2 run of the suite's tiled_matmul_ws_perf above puts the real library at 82% busy;\n"
-              "  the paper's per-shape cycle counts would be needed to locate the gap.")
+        print("  why the library figures are not reproduced: the model runs tiled_matmul_auto's loop_ws tiles and\n"
+              "  tiled_conv_auto's loop_conv_ws with the execute unit busy as above; matching the published 4x on\n"
+              f"  12544x64x256 would need the library at about {PUBLISHED_EXPERT_OVER_LIBRARY * PUBLISHED_AFTER:,.0f} cycles "
+              f"({100 * (12544 * 64 * 256 // 256) / (PUBLISHED_EXPERT_OVER_LIBRARY * PUBLISHED_AFTER):.0f}% busy). The DOSA FireSim runs above\n"
+              "  time that same library on the same kind of image (defaultConfig's DMA, FASED DDR3 with a 4 MiB LLC)\n"
+              "  and find it fast: BERT GEMMs through tiled_matmul_auto at 75-80% of peak (128x768x768: 368,984\n"
+              "  cycles, ideal 294,912), 3x3 convolutions through tiled_conv_auto at 80-92%. A library at most 18%\n"
+              "  (GEMM) or 37% (conv) busy is not what the hardware does with it; the paper's baseline must differ\n"
+              "  in a way it does not publish. Its per-shape cycle counts would settle it.")
     print(f"library (tiled_matmul_auto) 12544x64x256: {lib:,} cycles; 256^3 GEMM: {on_gemmini:,} cycles on Gemmini, "
           f"{on_host:,} on the host")
     print(f"simulation wall time {t1:.1f}s / {t2:.1f}s / {t3:.1f}s / {t4:.1f}s / {t5:.1f}s")

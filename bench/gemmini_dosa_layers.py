@@ -1,0 +1,162 @@
+"""FireSim cycle counts of Gemmini's own library on 67 DNN layers (DOSA), against the model.
+
+Imported by ``gemmini_fidelity.py``. Source: the DOSA artifact (Hong et al., "DOSA:
+Differentiable Model-Based One-Loop Search for DNN Accelerators", MICRO 2023; ucb-bar/dosa,
+``data/firesim_test_data/{dataset,dnn,analytical}.csv``, column ``target.gemmini_auto_cycle``),
+read, not copied: only the layer shapes and cycle counts below come from it; the programs are ours.
+
+What was measured (charleshong3/firesim-dosa, chipyard-dosa, gemmini-dosa; gemmini-rocc-tests
+branch ``dosa`` at 959b23f, ``gemmini-data-collection``):
+- FireSim image ``firesim_rocket_singlecore_16pe4kdummygemmini_nofirstlayer_no_nic_l2_llc4mb_ddr3``:
+  a Rocket core and Gemmini's 16x16 array with defaultConfig's queues, reservation station and
+  DMA (16 requests in flight, 64-byte requests, 128-bit bus); the arithmetic is a dummy type
+  and the hardware scratchpad and accumulator hold 4 MiB, but the library's tiles are chosen
+  for the default 256 KiB / 64 KiB (the software's gemmini_params.h: BANK_ROWS 4096,
+  ACC_ROWS 1024), so the timed command streams are those of defaultConfig; no first-layer
+  optimisations; FASED DDR3 FR-FCFS memory with a 4 MiB LLC model.
+- Templates ``conv_tilings.c`` / ``matmul_tilings.c``: one ``tiled_conv_auto_inner`` /
+  ``tiled_matmul_auto_inner`` call (Gemmini's tile heuristic, WS) timed with rdcycle between
+  fences; inputs never written (zeros), no bias, padding kernel/2, input rows = output rows x
+  stride (``layers/extract_data_csv.py``); a layer with one output column and a 1x1 kernel is a
+  matmul I=P, K=C, J=K.
+- The layers of a network run one after another in one binary over the same buffers, so a
+  layer may find some of its data in the L2 or the LLC; each layer was run 2-6 times in
+  different binaries, and the median is the figure here (min and max alongside: up to 25%
+  apart). The model starts every run with empty caches.
+Left out: U-Net's four 2x2 up-convolutions (an even kernel with padding 1 makes the output one
+larger than the layer's, so what ran is ambiguous).
+"""
+
+from __future__ import annotations
+
+import math
+
+# (kind, batch, in channels C, out channels K, output rows = cols P, kernel R, stride,
+#  FireSim cycles: median, min, max)
+LAYERS = [
+    ('conv', 1, 1, 64, 570, 3, 1, 29643585, 29289824, 29838508),
+    ('conv', 1, 3, 64, 112, 7, 2, 2577656, 2577642, 2577699),
+    ('conv', 1, 64, 2, 388, 1, 1, 5384873, 5067757, 5404604),
+    ('conv', 1, 64, 64, 56, 1, 1, 212475, 186955, 226179),
+    ('conv', 1, 64, 64, 56, 3, 1, 538484, 537803, 538764),
+    ('conv', 1, 64, 64, 388, 3, 1, 26952298, 26119560, 27039373),
+    ('conv', 1, 64, 64, 568, 3, 1, 59891064, 58565173, 60113106),
+    ('mm', 1, 64, 128, 128, 1, 1, 6854, 6706, 7405),
+    ('conv', 1, 64, 128, 282, 3, 1, 26384188, 26078446, 26957536),
+    ('conv', 1, 64, 256, 56, 1, 1, 557954, 510114, 653902),
+    ('mm', 1, 128, 64, 128, 1, 1, 7517, 7472, 7690),
+    ('conv', 1, 128, 64, 390, 3, 1, 46516715, 44944824, 46800473),
+    ('conv', 1, 128, 128, 28, 3, 1, 630513, 628884, 636613),
+    ('conv', 1, 128, 128, 28, 3, 2, 649677, 628118, 704030),
+    ('conv', 1, 128, 128, 196, 3, 1, 23525391, 22794636, 23613726),
+    ('conv', 1, 128, 128, 280, 3, 1, 49175245, 47047413, 49336951),
+    ('conv', 1, 128, 256, 138, 3, 1, 23137771, 22583682, 23291913),
+    ('conv', 1, 128, 512, 28, 1, 1, 506921, 457001, 587119),
+    ('conv', 1, 256, 36, 2, 3, 1, 22865, 22755, 22951),
+    ('conv', 1, 256, 36, 4, 3, 1, 28840, 28334, 29062),
+    ('conv', 1, 256, 36, 7, 3, 1, 50041, 49966, 50602),
+    ('conv', 1, 256, 36, 14, 3, 1, 218610, 218264, 221381),
+    ('conv', 1, 256, 36, 28, 3, 1, 550018, 544281, 550605),
+    ('conv', 1, 256, 64, 56, 1, 1, 859685, 833367, 909964),
+    ('conv', 1, 256, 128, 56, 1, 1, 1273454, 1194556, 1379592),
+    ('conv', 1, 256, 128, 198, 3, 1, 49156436, 47562735, 50388210),
+    ('conv', 1, 256, 256, 2, 1, 1, 12406, 12232, 14784),
+    ('conv', 1, 256, 256, 2, 3, 1, 79140, 78498, 91774),
+    ('conv', 1, 256, 256, 2, 3, 2, 152342, 151800, 159552),
+    ('conv', 1, 256, 256, 4, 1, 1, 22894, 22740, 24329),
+    ('conv', 1, 256, 256, 4, 3, 1, 187512, 187484, 197962),
+    ('conv', 1, 256, 256, 7, 3, 1, 206202, 205942, 210199),
+    ('conv', 1, 256, 256, 14, 3, 1, 718788, 683380, 756452),
+    ('conv', 1, 256, 256, 14, 3, 2, 655953, 596874, 657000),
+    ('conv', 1, 256, 256, 28, 3, 1, 2424288, 2424286, 2670974),
+    ('conv', 1, 256, 256, 100, 3, 1, 26908064, 24840850, 27914738),
+    ('conv', 1, 256, 256, 136, 3, 1, 49378537, 45285721, 51064674),
+    ('conv', 1, 256, 512, 28, 1, 2, 2831689, 2452866, 3198599),
+    ('conv', 1, 256, 512, 66, 3, 1, 24485190, 22073941, 25567451),
+    ('conv', 1, 256, 720, 2, 3, 1, 278520, 277803, 314559),
+    ('conv', 1, 256, 720, 4, 3, 1, 404775, 404383, 439509),
+    ('conv', 1, 256, 720, 7, 3, 1, 566267, 565835, 586788),
+    ('conv', 1, 256, 720, 14, 3, 1, 1770212, 1768363, 1878003),
+    ('conv', 1, 256, 720, 28, 3, 1, 6221143, 6219479, 6553251),
+    ('conv', 1, 256, 1024, 14, 1, 1, 386739, 343736, 412036),
+    ('conv', 1, 512, 128, 28, 1, 1, 632840, 614626, 695342),
+    ('conv', 1, 512, 256, 28, 1, 1, 1096338, 987544, 1301980),
+    ('conv', 1, 512, 256, 102, 3, 1, 50987851, 49467462, 51369691),
+    ('conv', 1, 512, 512, 7, 3, 1, 777828, 777089, 805890),
+    ('conv', 1, 512, 512, 7, 3, 2, 1102638, 950713, 1104389),
+    ('conv', 1, 512, 512, 52, 3, 1, 30082368, 28036351, 30426382),
+    ('conv', 1, 512, 512, 64, 3, 1, 40859712, 40045666, 41315304),
+    ('conv', 1, 512, 1024, 14, 1, 2, 1710236, 1272647, 1910279),
+    ('conv', 1, 512, 1024, 30, 3, 1, 27125046, 22489167, 27571376),
+    ('conv', 1, 512, 2048, 7, 1, 1, 580950, 526394, 586484),
+    ('mm', 1, 768, 768, 128, 1, 1, 368984, 345931, 370440),
+    ('mm', 1, 768, 3072, 128, 1, 1, 1565908, 1533044, 1623624),
+    ('conv', 1, 1024, 256, 14, 1, 1, 530686, 511783, 573768),
+    ('conv', 1, 1024, 512, 14, 1, 1, 824885, 739350, 835523),
+    ('conv', 1, 1024, 512, 54, 3, 1, 70572017, 61219442, 71080148),
+    ('conv', 1, 1024, 1024, 28, 3, 1, 67989353, 54408500, 68375201),
+    ('conv', 1, 1024, 2048, 7, 1, 2, 1010835, 864214, 1056582),
+    ('conv', 1, 2048, 256, 4, 3, 2, 1928568, 1925950, 2231455),
+    ('conv', 1, 2048, 256, 7, 1, 1, 415799, 415675, 427790),
+    ('conv', 1, 2048, 512, 7, 1, 1, 649782, 604086, 652535),
+    ('mm', 1, 2048, 1000, 1, 1, 1, 510931, 510617, 511246),
+    ('mm', 1, 3072, 768, 128, 1, 1, 1532514, 1518059, 1577878),
+]
+
+_HEAD = r"""
+#define GEMMINI_NO_FIRST_LAYER_OPTIMIZATIONS
+#include "gemmini.h"
+#include "autocomp_harness.h"
+"""
+
+
+def program(kind: str, batch: int, c: int, k: int, p: int, r: int, stride: int) -> str:
+    """Our program for one layer: what the DOSA template times, through our library."""
+    if kind == "mm":
+        return _HEAD + f"""
+static elem_t A[{p}][{c}] __attribute__((aligned(64)));
+static elem_t B[{c}][{k}] __attribute__((aligned(64)));
+static elem_t C[{p}][{k}] __attribute__((aligned(64)));
+AUTOCOMP_HARNESS_FN int main(void) {{
+  gemmini_flush(0);
+  AUTOCOMP_MEASURE_BEGIN();
+  tiled_matmul_auto({p}, {k}, {c}, (elem_t *)A, (elem_t *)B, NULL, (elem_t *)C, {c}, {k}, {k}, {k},
+                    MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, NO_ACTIVATION,
+                    ACC_SCALE_IDENTITY, 0, true, false, false, false, false, 0, WS);
+  gemmini_fence();
+  AUTOCOMP_MEASURE_END();
+  return C[1][1] == 0 ? 0 : 2;  /* zero operands, zero product */
+}}
+"""
+    in_dim, pad = p * stride, r // 2
+    out = (in_dim - r + 2 * pad) // stride + 1
+    return _HEAD + f"""
+static elem_t input[{batch}][{in_dim}][{in_dim}][{c}] __attribute__((aligned(64)));
+static elem_t weights[{r * r * c}][{k}] __attribute__((aligned(64)));
+static elem_t output[{batch * out * out}][{k}] __attribute__((aligned(64)));
+AUTOCOMP_HARNESS_FN int main(void) {{
+  gemmini_fence();
+  AUTOCOMP_MEASURE_BEGIN();
+  tiled_conv_auto({batch}, {in_dim}, {in_dim}, {c}, {k}, {out}, {out}, {stride}, 1, 1, {pad}, {r},
+                  false, false, false, false, false, (elem_t *)input, (elem_t *)weights, NULL,
+                  (elem_t *)output, NO_ACTIVATION, ACC_SCALE_IDENTITY, 0, 0, 0, WS);
+  gemmini_fence();
+  AUTOCOMP_MEASURE_END();
+  return output[1][1] == 0 ? 0 : 2;  /* zero operands, zero output */
+}}
+"""
+
+
+def name(kind: str, batch: int, c: int, k: int, p: int, r: int, stride: int) -> str:
+    if kind == "mm":
+        return f"matmul {p}x{c}x{k}"
+    return f"conv {p}x{p} {c}->{k} {r}x{r}/{stride}"
+
+
+def summary(ratios: list[float]) -> tuple[float, float, int]:
+    """Geometric mean of model / FireSim, its geometric spread (exp of the RMS log ratio) and
+    how many lie within +-15%."""
+    logs = [math.log(x) for x in ratios]
+    mean = math.exp(sum(logs) / len(logs))
+    spread = math.exp(math.sqrt(sum(v * v for v in logs) / len(logs)))
+    return mean, spread, sum(1 for x in ratios if abs(x - 1) <= 0.15)
