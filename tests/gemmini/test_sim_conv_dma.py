@@ -5,6 +5,8 @@
   max_pixels_per_row), so a 3-channel 3x3 layer needs a third of the execute steps, while each
   loaded pixel is written that many times (PixelRepeater.scala, one write per cycle); the
   library passes it as Gemmini's does (DIM / channels, at most the kernel width);
+- an image built without first-layer optimisations (GEMMINI_NO_FIRST_LAYER_OPTIMIZATIONS)
+  packs nothing;
 - loop_conv_ws's loads go through the same DMA engine and L2 as move-ins, and the DMA byte
   counter sees them;
 - a request to a line whose fill is in flight waits for the fill (InclusiveCache queues it
@@ -142,10 +144,8 @@ def test_loop_conv_loads_use_the_dma_engine_and_its_slots(tmp_path):
     assert packed.queue_busy["load"] < spread.queue_busy["load"], (packed.queue_busy, spread.queue_busy)
 
 
-def test_library_packs_first_layer_pixels_like_gemmini(tmp_path):
-    # tiled_conv_auto on a 3-channel layer: correct, and with first-layer packing its execute
-    # busy cycles are close to one step per output row per kernel row (not per kernel column).
-    run = run_c(tmp_path, r"""
+# tiled_conv_auto on a 3-channel 3x3 layer, checked against a CPU convolution.
+FIRST_LAYER_LIB = r"""
 #define B 1
 #define R 32
 #define ICH 3
@@ -171,11 +171,31 @@ AUTOCOMP_HARNESS_FN int main(void) {
   }
   return failures;
 }
-""")
+"""
+
+
+def test_library_packs_first_layer_pixels_like_gemmini(tmp_path):
+    # tiled_conv_auto on a 3-channel layer: correct, and with first-layer packing its execute
+    # busy cycles are close to one step per output row per kernel row (not per kernel column).
+    run = run_c(tmp_path, FIRST_LAYER_LIB)
     assert_ok(run)
     rows_per_kernel_row = 32 * 2  # 32 output rows x two 16-pixel column blocks, DIM cycles each
     unpacked = 3 * 3 * rows_per_kernel_row * 16
     assert run.queue_busy["execute"] < 0.5 * unpacked, run.queue_busy
+
+
+def test_images_without_first_layer_optimisations_pack_no_pixels(tmp_path):
+    # GemminiConfigs has_first_layer_optimizations: defaultConfig packs DIM / channels pixels per
+    # scratchpad row; an image built without it (DOSA's "nofirstlayer") does not. The program
+    # says which by defining GEMMINI_NO_FIRST_LAYER_OPTIMIZATIONS; the results are the same.
+    (tmp_path / "packed").mkdir()
+    (tmp_path / "plain").mkdir()
+    packed = run_c(tmp_path / "packed", FIRST_LAYER_LIB)
+    plain = run_c(tmp_path / "plain", "#define GEMMINI_NO_FIRST_LAYER_OPTIMIZATIONS\n" + PRELUDE + FIRST_LAYER_LIB,
+                  prelude=False)
+    assert_ok(packed)
+    assert_ok(plain)
+    assert plain.queue_busy["execute"] > 2.5 * packed.queue_busy["execute"], (packed.queue_busy, plain.queue_busy)
 
 
 STREAM = r"""
