@@ -300,6 +300,22 @@ GEMMINI_LIB_FN struct gemmini_out_tile gemmini_pooled_tile(int npr, int npc, int
   return o;
 }
 
+/* The input window a tile of output pixels reads, starting at input row/column irow/icol of an
+ * image of in_rows x in_cols (dilated kernel extent dkr x dkc), and how much of it falls
+ * outside the image on each side (the loop's padding arguments). */
+struct gemmini_in_tile { int irows, icols, lpad, rpad, upad, dpad; };
+GEMMINI_LIB_FN struct gemmini_in_tile gemmini_input_tile(struct gemmini_out_tile ot, int irow, int icol, int stride,
+                                                         int dkr, int dkc, int in_rows, int in_cols) {
+  struct gemmini_in_tile t;
+  t.icols = (ot.ocols - ot.lpad - ot.rpad) * stride + dkc - 1;
+  t.irows = (ot.orows - ot.upad - ot.dpad) * stride + dkr - 1;
+  t.lpad = icol < 0 ? -icol : 0;
+  t.upad = irow < 0 ? -irow : 0;
+  t.rpad = icol + t.icols > in_cols ? icol + t.icols - in_cols : 0;
+  t.dpad = irow + t.irows > in_rows ? irow + t.irows - in_rows : 0;
+  return t;
+}
+
 GEMMINI_LIB_FN void tiled_conv_stride_auto(int batch_size, int in_row_dim, int in_col_dim, int in_channels,
                                    int out_channels, int out_row_dim, int out_col_dim,
                                    int stride, int input_dilation, int kernel_dilation, int padding, int kernel_dim,
@@ -361,11 +377,9 @@ GEMMINI_LIB_FN void tiled_conv_stride_auto(int batch_size, int in_row_dim, int i
                 const int tile_ocols = ot.ocols, tile_orows = ot.orows;
                 const int plpad = ot.lpad, pupad = ot.upad, prpad = ot.rpad, pdpad = ot.dpad;
                 const int dkr = nkr + (kernel_dilation - 1) * (nkr - 1), dkc = nkc + (kernel_dilation - 1) * (nkc - 1);
-                const int tile_icols = (tile_ocols - plpad - prpad) * stride + dkc - 1;
-                const int tile_irows = (tile_orows - pupad - pdpad) * stride + dkr - 1;
-                int lpad = icol < 0 ? -icol : 0, upad = irow < 0 ? -irow : 0;
-                int rpad = icol + tile_icols > din_cols ? icol + tile_icols - din_cols : 0;
-                int dpad = irow + tile_irows > din_rows ? irow + tile_irows - din_rows : 0;
+                const struct gemmini_in_tile it = gemmini_input_tile(ot, irow, icol, stride, dkr, dkc, din_rows, din_cols);
+                const int tile_icols = it.icols, tile_irows = it.irows;
+                int lpad = it.lpad, upad = it.upad, rpad = it.rpad, dpad = it.dpad;
                 if (input_dilated) { /* start and end on real (undilated) pixels */
                   lpad += lpad == 0 && icol % 2 != 0;
                   rpad += rpad == 0 && (icol + tile_icols) % 2 != 1;
@@ -462,14 +476,11 @@ GEMMINI_LIB_FN void tiled_conv_dw_auto(int batch_size, int in_row_dim, int in_co
         const int npc = gemmini_part(pcol_dim, pocol, t.pocols);
         const struct gemmini_out_tile ot = gemmini_pooled_tile(npr, npc, orow, ocol, pool_size, pool_stride,
                                                                out_row_dim, out_col_dim);
-        const int tile_ocols = ot.ocols, tile_orows = ot.orows;
         const int plpad = ot.lpad, pupad = ot.upad, prpad = ot.rpad, pdpad = ot.dpad;
         const int irow = (orow < 0 ? 0 : orow) * stride - padding, icol = (ocol < 0 ? 0 : ocol) * stride - padding;
-        const int tile_icols = (tile_ocols - plpad - prpad) * stride + kernel_dim - 1;
-        const int tile_irows = (tile_orows - pupad - pdpad) * stride + kernel_dim - 1;
-        const int lpad = icol < 0 ? -icol : 0, upad = irow < 0 ? -irow : 0;
-        const int rpad = icol + tile_icols > in_col_dim ? icol + tile_icols - in_col_dim : 0;
-        const int dpad = irow + tile_irows > in_row_dim ? irow + tile_irows - in_row_dim : 0;
+        const struct gemmini_in_tile it = gemmini_input_tile(ot, irow, icol, stride, kernel_dim, kernel_dim,
+                                                             in_row_dim, in_col_dim);
+        const int lpad = it.lpad, upad = it.upad, rpad = it.rpad, dpad = it.dpad;
         for (int ch = 0; ch < channels; ch++) {
           const acc_t *bias_ch = no_bias ? (const acc_t *)(uintptr_t)1 : bias + ch;  /* non-NULL: "start the tile" */
           const elem_t *in = input + (b * in_row_dim * in_col_dim + (irow + upad) * in_col_dim + (icol + lpad)) * channels + ch;
@@ -478,7 +489,7 @@ GEMMINI_LIB_FN void tiled_conv_dw_auto(int batch_size, int in_row_dim, int in_co
                                prow_dim, pcol_dim, stride, padding, kernel_dim, 1,
                                pool_size, pool_stride, pool_padding, nb, npr, npc, 1, kernel_dim, kernel_dim, 1,
                                lpad, rpad, upad, dpad, plpad, prpad, pupad, pdpad,
-                               tile_orows - pupad - pdpad, tile_ocols - plpad - prpad,
+                               ot.orows - pupad - pdpad, ot.ocols - plpad - prpad,
                                weights + ch * kernel_dim * kernel_dim, out, bias_ch, in, no_bias, no_pool, false, false,
                                false, act, false, false, false, false, 1, channels, 1, channels, true, 0, 0);
         }
