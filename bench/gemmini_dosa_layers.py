@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import math
 
+from gemmini_autocomp_shapes import geomean
+
 # (kind, batch, in channels C, out channels K, output rows = cols P, kernel R, stride,
 #  FireSim cycles: median, min, max)
 LAYERS = [
@@ -157,6 +159,6 @@ def summary(ratios: list[float]) -> tuple[float, float, int]:
     """Geometric mean of model / FireSim, its geometric spread (exp of the RMS log ratio) and
     how many lie within +-15%."""
     logs = [math.log(x) for x in ratios]
-    mean = math.exp(sum(logs) / len(logs))
+    mean = geomean(ratios)
     spread = math.exp(math.sqrt(sum(v * v for v in logs) / len(logs)))
     return mean, spread, sum(1 for x in ratios if abs(x - 1) <= 0.15)
