@@ -4,7 +4,8 @@
   that many kernel columns (LoopConv.scala: K = pixels x channels; kcol advances by
   max_pixels_per_row), so a 3-channel 3x3 layer needs a third of the execute steps, while each
   loaded pixel is written that many times (PixelRepeater.scala, one write per cycle); the
-  library passes it as Gemmini's does (DIM / channels, at most the kernel width);
+  library passes it as Gemmini's does (DIM / channels, at most the kernel width), depthwise
+  calls (one channel each) included;
 - an image built without first-layer optimisations (GEMMINI_NO_FIRST_LAYER_OPTIMIZATIONS)
   packs nothing;
 - loop_conv_ws's loads go through the same DMA engine and L2 as move-ins, and the DMA byte
@@ -323,3 +324,22 @@ AUTOCOMP_HARNESS_FN int main(void) {
 }
 """)
     assert_ok(run)
+
+
+def test_depthwise_calls_pack_pixels_like_gemminis_library(tmp_path):
+    """Gemmini's sp_tiled_conv sets max_pixels_per_row = DIM / channels (at most the kernel
+    width) for every loop_conv_ws it issues, depthwise ones (one channel) included: a 3x3
+    depthwise call computes three kernel columns per step and writes each pixel row three times.
+    Without packing (an image built without first-layer optimisations) it takes three times the
+    execute steps; the results are the same either way. Not packing depthwise calls made the
+    FireSim F2 `conv_dw_perf` read 28% fast."""
+    defines = "#define STRIDE 1\n#define PAD 1\n#define BIAS bias\n#define PSIZE 1\n#define PSTRIDE 1\n#define PPAD 0\n"
+    (tmp_path / "packed").mkdir()
+    (tmp_path / "plain").mkdir()
+    packed = run_c(tmp_path / "packed", defines + DEPTHWISE)
+    plain = run_c(tmp_path / "plain", "#define GEMMINI_NO_FIRST_LAYER_OPTIMIZATIONS\n" + PRELUDE + defines + DEPTHWISE,
+                  prelude=False)
+    assert_ok(packed)
+    assert_ok(plain)
+    assert plain.queue_busy["execute"] > 2 * packed.queue_busy["execute"], (plain.queue_busy, packed.queue_busy)
+    assert packed.queue_busy["load"] > plain.queue_busy["load"], (plain.queue_busy, packed.queue_busy)

@@ -7,7 +7,11 @@
   (LoopMatmul.scala LdA / LdB / Ex / StC), so the next tile's move-ins are issued while this
   tile computes, and a call's time is not the sum of its load and execute time;
 - the calibration line that sets the two memory latencies (bench/gemmini_calibrate.py) refuses
-  values that make no sense, with a message that says which.
+  values that make no sense, with a message that says which;
+- LoopConv frees a loop's slot only when its store unit is done, so the host's third loop
+  waits for the first loop's move-outs;
+- zero-bias move-ins are written one row per cycle by the ZeroWriter;
+- the load controller's command tracker limits how many move-ins are in flight.
 These were found by setting the model beside 67 FireSim-timed layers of Gemmini's own library
 (DOSA; bench/gemmini_dosa_layers.py).
 """
@@ -124,3 +128,110 @@ def test_memory_latency_calibration_line(tmp_path):
     refused = _latency_run(tmp_path, (40, 50))
     assert "memory_latency 40 50: need 1 <= L2 <= DRAM <= 100000" in refused.error, refused.error
 
+
+
+def _run_variants(tmp_path: Path, program: str, macro: str, values) -> dict:
+    """Run ``program`` once per value of ``macro``, each in its own folder; every run must pass."""
+    runs = {}
+    for value in values:
+        sub = tmp_path / f"{macro.lower()}{value}"
+        sub.mkdir()
+        runs[value] = run_c(sub, f"#define {macro} {value}\n" + program, max_instructions=5_000_000)
+        assert_ok(runs[value])
+    return runs
+
+
+# Three 1x1 loop_conv_ws calls over 512 pixels, 16 channels (LOOP_CALL), then host work that
+# outlasts the accelerator. The first call writes its output only when OUT1 is 1.
+THREE_LOOPS = r"""
+#define ROWS 8
+#define COLS 64
+#define CH 16
+static elem_t img[ROWS][COLS][CH] row_align(1), w[CH][CH] row_align(1), out[ROWS][COLS][CH] row_align(1);
+#define LOOP_CALL(OUTPUT, BIAS, NO_BIAS) \
+  gemmini_loop_conv_ws(1, ROWS, COLS, CH, CH, ROWS, COLS, ROWS, COLS, 1, 0, 1, 1, 1, 1, 0, \
+                       1, ROWS, COLS, CH, 1, 1, CH, 0, 0, 0, 0, 0, 0, 0, 0, ROWS, COLS, \
+                       (const elem_t *)w, (elem_t *)(OUTPUT), (const acc_t *)(BIAS), (const elem_t *)img, \
+                       NO_BIAS, true, false, false, false, NO_ACTIVATION, false, false, false, false, 1, \
+                       CH, CH, CH, false, 0, 0)
+AUTOCOMP_HARNESS_FN int main(void) {
+  gemmini_extended_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0, 1, false, false);
+  gemmini_config_st(CH);
+  volatile uint32_t spin = 0;
+  AUTOCOMP_MEASURE_BEGIN();
+  LOOP_CALL(OUT1 ? (uintptr_t)out : 0, 0, true);
+  LOOP_CALL(0, 0, true);
+  LOOP_CALL(0, 0, true);
+  for (int i = 0; i < 40000; i++) spin += (uint32_t)i;
+  gemmini_fence();
+  AUTOCOMP_MEASURE_END();
+  return 0;
+}
+"""
+
+
+def test_third_conv_loop_waits_for_the_first_loops_stores(tmp_path):
+    """LoopConv.scala holds two loops; a loop's slot is freed (head_loop.all_completed) only
+    once its store unit has issued its last move-out, so the host's third loop command stalls
+    until then. With the host's own work after it outlasting the accelerator, the first loop's
+    512 move-out rows show up in the total; freeing the slot when the loop starts executing
+    (the model before the DOSA comparison) hid them behind the host's work."""
+    runs = _run_variants(tmp_path, THREE_LOOPS, "OUT1", (0, 1))
+    # 512 rows of 16 bytes through the write DMA: at least one cycle each.
+    assert runs[1].cycles - runs[0].cycles > 500, (runs[0].cycles, runs[1].cycles)
+
+
+# One 1x1 loop_conv_ws call; the output tile starts from a zero bias (a bias pointer with
+# no_bias, as Gemmini's library passes it) or accumulates on what is there (no bias pointer).
+ZERO_BIAS = r"""
+#define ROWS 8
+#define COLS 64
+#define CH 16
+static elem_t img[ROWS][COLS][CH] row_align(1), w[CH][CH] row_align(1), out[ROWS][COLS][CH] row_align(1);
+AUTOCOMP_HARNESS_FN int main(void) {
+  gemmini_extended_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0, 1, false, false);
+  gemmini_config_st(CH);
+  AUTOCOMP_MEASURE_BEGIN();
+  gemmini_loop_conv_ws(1, ROWS, COLS, CH, CH, ROWS, COLS, ROWS, COLS, 1, 0, 1, 1, 1, 1, 0,
+                       1, ROWS, COLS, CH, 1, 1, CH, 0, 0, 0, 0, 0, 0, 0, 0, ROWS, COLS,
+                       (const elem_t *)w, (elem_t *)out, (const acc_t *)(uintptr_t)BIAS, (const elem_t *)img,
+                       true, true, false, false, false, NO_ACTIVATION, false, false, false, false, 1,
+                       CH, CH, CH, false, 0, 0);
+  gemmini_fence();
+  AUTOCOMP_MEASURE_END();
+  return 0;
+}
+"""
+
+
+def test_zero_bias_rows_are_written_one_per_cycle(tmp_path):
+    """LoopConv.scala LdBias moves in from DRAM address 0 when no_bias is set; the load
+    controller sends such a move-in to the ZeroWriter (LoadController.scala all_zeros), which
+    writes one accumulator row per cycle: 512 pixels cost the load queue 512 cycles, not one
+    DRAM request per move-in."""
+    busy = {bias: run.queue_busy["load"] for bias, run in _run_variants(tmp_path, ZERO_BIAS, "BIAS", (0, 1)).items()}
+    assert busy[1] - busy[0] >= 512, busy
+
+
+# 64 rows of 16 bytes, one per 64-byte line of cold memory, moved in either as 64 one-row
+# commands or as 4 commands of 16 rows.
+MOVE_IN_COMMANDS = r"""
+static elem_t src[64][64] row_align(1);
+AUTOCOMP_HARNESS_FN int main(void) {
+  gemmini_config_ld(64);
+  AUTOCOMP_MEASURE_BEGIN();
+  for (int r = 0; r < 64; r += ROWS_PER_COMMAND) gemmini_extended_mvin(&src[r][0], r, 16, ROWS_PER_COMMAND);
+  gemmini_fence();
+  AUTOCOMP_MEASURE_END();
+  return 0;
+}
+"""
+
+
+def test_move_in_commands_in_flight_are_limited(tmp_path):
+    """LoadController.scala tracks its move-ins in a DMACommandTracker of
+    max_in_flight_mem_reqs / DIM + 1 entries (2 with defaultConfig's 16 requests), each held
+    until all its data is back: one-row move-ins keep only two DRAM requests in flight, so the
+    same 64 lines take several times longer than as four 16-row move-ins."""
+    cycles = {rows: run.cycles for rows, run in _run_variants(tmp_path, MOVE_IN_COMMANDS, "ROWS_PER_COMMAND", (1, 16)).items()}
+    assert cycles[1] > 3 * cycles[16], cycles

@@ -304,6 +304,22 @@ GEMMINI_LIB_FN struct gemmini_out_tile gemmini_pooled_tile(int npr, int npc, int
  * image of in_rows x in_cols (dilated kernel extent dkr x dkc), and how much of it falls
  * outside the image on each side (the loop's padding arguments). */
 struct gemmini_in_tile { int irows, icols, lpad, rpad, upad, dpad; };
+/* First-layer packing, as Gemmini's library does it with HAS_FIRST_LAYER_OPTIMIZATIONS
+ * (GemminiConfigs.scala has_first_layer_optimizations, on by default): with few input channels,
+ * one scratchpad row holds DIM / channels neighbouring pixels, so one compute covers that many
+ * kernel columns (at most the tile's kcols). Transposed, rotated, dilated or strided-input
+ * tiles (`unpackable`) are not packed. Depthwise calls, one channel each, pack DIM pixels. */
+GEMMINI_LIB_FN int gemmini_pixels_per_row(int kchs, int kcols, bool unpackable) {
+#ifdef HAS_FIRST_LAYER_OPTIMIZATIONS
+  const int pixels = unpackable || kchs > DIM ? 1 : DIM / kchs;
+#else
+  const int pixels = 1;
+  (void)kchs;
+  (void)unpackable;
+#endif
+  return pixels > kcols ? kcols : pixels;
+}
+
 GEMMINI_LIB_FN struct gemmini_in_tile gemmini_input_tile(struct gemmini_out_tile ot, int irow, int icol, int stride,
                                                          int dkr, int dkc, int in_rows, int in_cols) {
   struct gemmini_in_tile t;
@@ -400,18 +416,9 @@ GEMMINI_LIB_FN void tiled_conv_stride_auto(int batch_size, int in_row_dim, int i
                   out = trans_output_1203 ? output + (porow * pcol_dim * batch_size + pocol * batch_size + b) * out_channels + poch
                                           : output + (b * prow_dim * pcol_dim + porow * pcol_dim + pocol) * out_stride + poch;
                 const acc_t *bias_ = (krow == 0 && kcol == 0 && kch == 0) ? bias_base + poch : NULL;
-                /* First-layer packing, as the library does it with HAS_FIRST_LAYER_OPTIMIZATIONS
-                 * (GemminiConfigs.scala has_first_layer_optimizations, on by default): with few
-                 * input channels, one scratchpad row holds DIM / channels neighbouring pixels, so
-                 * one compute covers that many kernel columns. */
-#ifdef HAS_FIRST_LAYER_OPTIMIZATIONS
-                int pixels_per_row = (trans_output_1203 || trans_input_3120 || trans_weight_1203 ||
-                                      trans_weight_0132 || wrot180 || input_dilated || kernel_dilation > 1 ||
-                                      nkch > DIM) ? 1 : DIM / nkch;
-#else
-                int pixels_per_row = 1;
-#endif
-                if (pixels_per_row > nkc) pixels_per_row = nkc;
+                const int pixels_per_row = gemmini_pixels_per_row(
+                    nkch, nkc, trans_output_1203 || trans_input_3120 || trans_weight_1203 || trans_weight_0132 ||
+                                   wrot180 || input_dilated || kernel_dilation > 1);
                 const int tile_orows_in = tile_orows - pupad - pdpad, tile_ocols_in = tile_ocols - plpad - prpad;
                 gemmini_loop_conv_ws(batch_size, in_row_dim, in_col_dim, in_channels, out_channels, out_row_dim, out_col_dim,
                                      prow_dim, pcol_dim, stride, padding, kernel_dim, kernel_dilation,
@@ -491,7 +498,8 @@ GEMMINI_LIB_FN void tiled_conv_dw_auto(int batch_size, int in_row_dim, int in_co
                                lpad, rpad, upad, dpad, plpad, prpad, pupad, pdpad,
                                ot.orows - pupad - pdpad, ot.ocols - plpad - prpad,
                                weights + ch * kernel_dim * kernel_dim, out, bias_ch, in, no_bias, no_pool, false, false,
-                               false, act, false, false, false, false, 1, channels, 1, channels, true, 0, 0);
+                               false, act, false, false, false, false, gemmini_pixels_per_row(1, kernel_dim, false),
+                               channels, 1, channels, true, 0, 0);
         }
       }
     }

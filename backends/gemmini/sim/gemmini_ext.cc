@@ -848,8 +848,18 @@ class gemmini_t : public extension_t {
     uint64_t n = 0;           // requests issued so far
     uint64_t last_issue = 0, bus_free = 0;
     uint64_t tlb_page[1] = {0};  // the client's last translated page (FrontendTLB filter)
+    // DMACommandTracker entries (LoadController.scala): when each move-in command's slot frees.
+    uint64_t cmd_slot[MAX_DMA_INFLIGHT / DIM + 1] = {0};
+    uint64_t ncmd = 0;
   };
   DmaEngine dma_rd, dma_wr;
+  // Move-in commands the load controller holds at once. RTL: LoadController.scala sizes its
+  // DMACommandTracker nCmds = max_in_flight_mem_reqs / block_rows + 1 (2 for defaultConfig's
+  // 16 requests, 5 for leanConfig's 64); an entry is freed when all of its command's bytes have
+  // arrived, so commands of a few rows each cannot keep all the request slots busy. (The store
+  // controller's tracker is sized alike, but Scratchpad.scala answers a move-out's rows as they
+  // are handed to the writer, so its entries never outlast the writer's own slots.)
+  uint64_t dma_commands() const { return dma_load_commands(dma_inflight); }
   // The shared L2 (SiFive inclusive cache) as the DMA sees it: set-associative, LRU, 64-byte
   // lines; a request to a line it holds returns after L2_HIT_LATENCY, else after DMA_LATENCY.
   // A line being filled is held by its MSHR until the fill returns, and requests to it queue
@@ -908,6 +918,9 @@ class gemmini_t : public extension_t {
                         uint64_t bytes, uint64_t& issue_end, bool write, uint64_t row_cycles = 1) {
     uint64_t t = start + DMA_COMMAND_OVERHEAD;
     if (t < e.last_issue + 1) t = e.last_issue + 1;
+    // A move-in command waits for a command-tracker entry, held until all its data is back.
+    uint64_t& cmd_slot = e.cmd_slot[e.ncmd % dma_commands()];
+    if (!write && cmd_slot > t) t = cmd_slot;
     uint64_t done = t;
     for (uint32_t r = 0; r < rows; r++) {
       uint64_t a = addr + r * stride, end = a + bytes;
@@ -944,6 +957,7 @@ class gemmini_t : public extension_t {
       }
     }
     issue_end = t;
+    if (!write) { cmd_slot = done; e.ncmd++; }
     return done;
   }
 
