@@ -11,7 +11,8 @@
 - LoopConv frees a loop's slot only when its store unit is done, so the host's third loop
   waits for the first loop's move-outs;
 - zero-bias move-ins are written one row per cycle by the ZeroWriter;
-- the load controller's command tracker limits how many move-ins are in flight.
+- the load controller's command tracker limits how many move-ins are in flight;
+- a zero-stride move-in writes its row into each local row, one per cycle.
 These were found by setting the model beside 67 FireSim-timed layers of Gemmini's own library
 (DOSA; bench/gemmini_dosa_layers.py).
 """
@@ -235,3 +236,30 @@ def test_move_in_commands_in_flight_are_limited(tmp_path):
     same 64 lines take several times longer than as four 16-row move-ins."""
     cycles = {rows: run.cycles for rows, run in _run_variants(tmp_path, MOVE_IN_COMMANDS, "ROWS_PER_COMMAND", (1, 16)).items()}
     assert cycles[1] > 3 * cycles[16], cycles
+
+
+# 32 zero-stride move-ins of a bias row into the accumulator, each repeated into ROWS rows.
+REPEATED_BIAS = r"""
+static acc_t bias[DIM] row_align_acc(1);
+AUTOCOMP_HARNESS_FN int main(void) {
+  gemmini_extended4_config_ld(0, MVIN_SCALE_IDENTITY, false, DIM, 0);
+  gemmini_extended_mvin((const elem_t *)bias, 0x80000000u, DIM, 1);  /* brings the line into the L2 */
+  gemmini_fence();
+  AUTOCOMP_MEASURE_BEGIN();
+  for (int t = 0; t < 32; t++) gemmini_extended_mvin((const elem_t *)bias, 0x80000000u + t * DIM, DIM, ROWS);
+  gemmini_fence();
+  AUTOCOMP_MEASURE_END();
+  return 0;
+}
+"""
+
+
+def test_zero_stride_move_ins_write_each_repeated_row(tmp_path):
+    """A move-in with DRAM stride 0 reads its row once (LoadController.scala: actual_rows_read
+    is 1, the request carries rows - 1 repeats) but the mvin scaling unit writes it into each
+    local row, one per cycle (VectorScalarMultiplier.scala counts `repeats` down a row per
+    cycle). The load controller's two move-ins in flight overlap one's writes with the other's
+    round trip, so of the 15 extra writes of each 16-row move-in at least a third shows;
+    charged as one request, as the model had it, 16 rows cost what one does."""
+    cycles = {rows: run.cycles for rows, run in _run_variants(tmp_path, REPEATED_BIAS, "ROWS", (1, 16)).items()}
+    assert cycles[16] - cycles[1] >= 32 * 5, cycles

@@ -912,8 +912,9 @@ class gemmini_t : public extension_t {
   // Issue the requests of one DMA command starting no earlier than `start`. Returns when the
   // engine can take the next command (its last request issued) in `issue_end`, and when the
   // last response is back (the data is in place / the write acknowledged).
-  // `row_cycles`: cycles each read row takes to be written locally (PixelRepeater.scala writes
-  // a row pixel_repeats times, one per cycle, before it takes the next), when more than its beats.
+  // `row_cycles`: cycles each read row takes to be written locally, when more than its beats
+  // (PixelRepeater.scala writes a row pixel_repeats times, and VectorScalarMultiplier.scala a
+  // zero-stride move-in's row `repeats` + 1 times, one write per cycle, before taking the next).
   uint64_t dma_transfer(DmaEngine& e, uint64_t start, uint64_t addr, uint64_t stride, uint32_t rows,
                         uint64_t bytes, uint64_t& issue_end, bool write, uint64_t row_cycles = 1) {
     uint64_t t = start + DMA_COMMAND_OVERHEAD;
@@ -923,7 +924,7 @@ class gemmini_t : public extension_t {
     if (!write && cmd_slot > t) t = cmd_slot;
     uint64_t done = t;
     for (uint32_t r = 0; r < rows; r++) {
-      uint64_t a = addr + r * stride, end = a + bytes;
+      uint64_t a = addr + r * stride, end = a + bytes, row_beats = 0;
       while (a < end) {
         uint64_t line_end = (a / DMA_MAX_REQUEST_BYTES + 1) * DMA_MAX_REQUEST_BYTES;
         uint64_t len = (end < line_end ? end : line_end) - a;
@@ -942,7 +943,9 @@ class gemmini_t : public extension_t {
         } else {  // a one-beat request; the data beats come back when the L2 answers
           uint64_t ans = l2_response(a, t);
           uint64_t data = ans > e.bus_free ? ans : e.bus_free;
-          e.bus_free = data + (beats > row_cycles ? beats : row_cycles);
+          row_beats += beats;
+          const bool row_end = a + len >= end;  // the row's local writes follow its last beat
+          e.bus_free = data + beats + (row_end && row_cycles > row_beats ? row_cycles - row_beats : 0);
           resp = e.bus_free;
           e.last_issue = t;
         }
@@ -1077,7 +1080,8 @@ class gemmini_t : public extension_t {
       // A zero stride reads the row once and writes it to every local row (LoadController.scala:
       // actual_rows_read is 1 and the DMA request carries rows - 1 repeats).
       const uint32_t rows_read = c.stride == 0 ? 1 : o.rows;
-      done = dma_transfer(dma_rd, s, dram, c.stride, rows_read, (uint64_t)o.cols * ebytes, issue_end, false);
+      done = dma_transfer(dma_rd, s, dram, c.stride, rows_read, (uint64_t)o.cols * ebytes, issue_end, false,
+                          c.stride == 0 ? o.rows : 1);
       occ = issue_end - s;
     }
     occupy(q, s, occ, done);
