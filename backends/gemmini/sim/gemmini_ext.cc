@@ -267,6 +267,10 @@ struct HostWrap { insn_func_t orig; HostClass cls; AddrForm form; };
 constexpr int MAX_HOST_WRAPS = 128;
 HostWrap g_wraps[MAX_HOST_WRAPS];
 bool g_dcache = false;  // the L1 data-cache model is on (stores are wrapped only then)
+// Cleared once the program's last measured region has ended: nothing after it can change a
+// reported figure, so the rest of the run (the harness's checking calls) is simulated for its
+// results only, without the timing model.
+bool g_timed = true;
 
 inline uint64_t host_addr(AddrForm f, processor_t* p, insn_t insn) {
   const auto& x = p->get_state()->XPR;
@@ -304,6 +308,7 @@ inline uint64_t mul_iterations(AddrForm form, uint64_t lhs) {
 template <int N>
 reg_t host_wrap(processor_t* p, insn_t insn, reg_t pc) {
   const HostWrap& w = g_wraps[N];
+  if (!g_timed) return w.orig(p, insn, pc);
   const uint64_t addr = (g_dcache || w.cls == HC_MUL) ? host_addr(w.form, p, insn) : 0;
   const reg_t next = w.orig(p, insn, pc);
   host_charge(w, addr, pc, next, insn);
@@ -521,7 +526,10 @@ class gemmini_t : public extension_t {
 
   // ---- time ------------------------------------------------------------------------
   uint64_t instret() const { return proc ? proc->get_state()->minstret->read() : 0; }
-  uint64_t now() const { return instret() * HOST_CYCLES_PER_INSN + stall; }
+  // After the last measured region (g_timed false) the clock counts instructions only: stalls
+  // still computed on the way are not charged.
+  uint64_t now() const { return instret() * HOST_CYCLES_PER_INSN + (g_timed ? stall : untimed_stall); }
+  uint64_t untimed_stall = 0;  // `stall` when timing stopped
   void wait_until(uint64_t t) {
     uint64_t n = now();
     if (t > n) stall += t - n;
@@ -1061,30 +1069,33 @@ class gemmini_t : public extension_t {
       for (uint32_t r = 0; r < o.rows; r++) check_dram(dram + r * c.stride, (uint64_t)o.cols * ebytes);
 
     // Timing: wait for readers of the destination rows (WAR), then the DMA.
-    Queue& q = ldq;
-    uint64_t t = enter(q);
-    for (uint32_t b = 0; b < blocks; b++)
-      for (uint32_t r = 0; r < o.rows; r++) {
-        uint32_t row = o.addr.row + b * bstride + r;
-        uint64_t busy_until = to_acc ? (acc_r[row] > acc_w[row] ? acc_r[row] : acc_w[row])
-                                     : (sp_r[row] > sp_w[row] ? sp_r[row] : sp_w[row]);
-        if (busy_until > t) t = busy_until;
+    uint64_t done = 0;
+    if (g_timed) {
+      Queue& q = ldq;
+      uint64_t t = enter(q);
+      for (uint32_t b = 0; b < blocks; b++)
+        for (uint32_t r = 0; r < o.rows; r++) {
+          uint32_t row = o.addr.row + b * bstride + r;
+          uint64_t busy_until = to_acc ? (acc_r[row] > acc_w[row] ? acc_r[row] : acc_w[row])
+                                       : (sp_r[row] > sp_w[row] ? sp_r[row] : sp_w[row]);
+          if (busy_until > t) t = busy_until;
+        }
+      uint64_t s = start_after(q, t);
+      uint64_t occ;
+      if (zeros) {  // ZeroWriter: one local row per cycle, no DRAM traffic
+        occ = DMA_COMMAND_OVERHEAD + (uint64_t)o.rows * blocks;
+        done = s + occ;
+      } else {
+        uint64_t issue_end;
+        // A zero stride reads the row once and writes it to every local row (LoadController.scala:
+        // actual_rows_read is 1 and the DMA request carries rows - 1 repeats).
+        const uint32_t rows_read = c.stride == 0 ? 1 : o.rows;
+        done = dma_transfer(dma_rd, s, dram, c.stride, rows_read, (uint64_t)o.cols * ebytes, issue_end, false,
+                            c.stride == 0 ? o.rows : 1);
+        occ = issue_end - s;
       }
-    uint64_t s = start_after(q, t);
-    uint64_t occ, done;
-    if (zeros) {  // ZeroWriter: one local row per cycle, no DRAM traffic
-      occ = DMA_COMMAND_OVERHEAD + (uint64_t)o.rows * blocks;
-      done = s + occ;
-    } else {
-      uint64_t issue_end;
-      // A zero stride reads the row once and writes it to every local row (LoadController.scala:
-      // actual_rows_read is 1 and the DMA request carries rows - 1 repeats).
-      const uint32_t rows_read = c.stride == 0 ? 1 : o.rows;
-      done = dma_transfer(dma_rd, s, dram, c.stride, rows_read, (uint64_t)o.cols * ebytes, issue_end, false,
-                          c.stride == 0 ? o.rows : 1);
-      occ = issue_end - s;
+      occupy(q, s, occ, done);
     }
-    occupy(q, s, occ, done);
 
     // Function.
     for (uint32_t b = 0; b < blocks; b++) {
@@ -1119,7 +1130,7 @@ class gemmini_t : public extension_t {
     // Scratchpad banks are single ported and a write wins over a read in the same cycle
     // (Scratchpad.scala ScratchpadBank: "the writes take precedence"): remember when each bank
     // is busy taking this move-in's rows (one per cycle, the last at `done`).
-    if (!to_acc) {
+    if (!to_acc && g_timed) {
       uint32_t per_bank[BANKS] = {0};
       for (uint32_t b = 0; b < blocks; b++)
         for (uint32_t r = 0; r < o.rows; r++) per_bank[(o.addr.row + b * bstride + r) / BANK_ROWS]++;
@@ -1212,38 +1223,40 @@ class gemmini_t : public extension_t {
     check_stride(st.stride, o.rows);
     for (uint32_t r = 0; r < o.rows; r++) check_dram(dram + r * st.stride, (uint64_t)o.cols * ebytes);
 
-    Queue& q = stq;
-    uint64_t t = enter(q);
-    // ReservationStation.scala: a store depends on every earlier store until it completes.
-    if (q.last_done > t) t = q.last_done;
-    for (uint32_t b = 0; b < blocks; b++)
-      for (uint32_t r = 0; r < o.rows; r++) {
-        uint32_t row = o.addr.row + b * DIM + r;
-        uint64_t ready = from_acc ? acc_w[row] : sp_w[row];
-        if (ready > t) t = ready;
-      }
-    uint64_t s = start_after(q, t);
-    // The local rows are read one per cycle (accumulator reads go through the scale/activation
-    // pipeline) and the writer sends them as they come.
-    uint64_t read_done = s + (uint64_t)o.rows * blocks + (from_acc ? ACC_READ_LATENCY : SP_READ_LATENCY);
-    uint64_t issue_end;
-    uint64_t wdone = dma_transfer(dma_wr, s + (from_acc ? ACC_READ_LATENCY : SP_READ_LATENCY), dram, st.stride,
-                                  o.rows, (uint64_t)o.cols * ebytes, issue_end, true);
-    uint64_t occ = issue_end - s;
-    (void)read_done;
-    // Scratchpad.scala reports a move-out done (io.dma.write.resp) as soon as its rows are read
-    // out of the local memory and handed to the writer, which accepts a row only when it has
-    // a free transaction slot; the DRAM acknowledgements are waited for only by fence (busy).
-    // ReservationStation.scala: a later command overwriting these rows waits for that.
-    const uint64_t complete = issue_end;
-    for (uint32_t b = 0; b < blocks; b++)
-      for (uint32_t r = 0; r < o.rows; r++) {
-        uint32_t row = o.addr.row + b * DIM + r;
-        uint64_t& rd = from_acc ? acc_r[row] : sp_r[row];
-        if (complete > rd) rd = complete;
-      }
-    occupy(q, s, occ, complete);
-    if (wdone > writes_acked) writes_acked = wdone;
+    if (g_timed) {
+      Queue& q = stq;
+      uint64_t t = enter(q);
+      // ReservationStation.scala: a store depends on every earlier store until it completes.
+      if (q.last_done > t) t = q.last_done;
+      for (uint32_t b = 0; b < blocks; b++)
+        for (uint32_t r = 0; r < o.rows; r++) {
+          uint32_t row = o.addr.row + b * DIM + r;
+          uint64_t ready = from_acc ? acc_w[row] : sp_w[row];
+          if (ready > t) t = ready;
+        }
+      uint64_t s = start_after(q, t);
+      // The local rows are read one per cycle (accumulator reads go through the scale/activation
+      // pipeline) and the writer sends them as they come.
+      uint64_t read_done = s + (uint64_t)o.rows * blocks + (from_acc ? ACC_READ_LATENCY : SP_READ_LATENCY);
+      uint64_t issue_end;
+      uint64_t wdone = dma_transfer(dma_wr, s + (from_acc ? ACC_READ_LATENCY : SP_READ_LATENCY), dram, st.stride,
+                                    o.rows, (uint64_t)o.cols * ebytes, issue_end, true);
+      uint64_t occ = issue_end - s;
+      (void)read_done;
+      // Scratchpad.scala reports a move-out done (io.dma.write.resp) as soon as its rows are read
+      // out of the local memory and handed to the writer, which accepts a row only when it has
+      // a free transaction slot; the DRAM acknowledgements are waited for only by fence (busy).
+      // ReservationStation.scala: a later command overwriting these rows waits for that.
+      const uint64_t complete = issue_end;
+      for (uint32_t b = 0; b < blocks; b++)
+        for (uint32_t r = 0; r < o.rows; r++) {
+          uint32_t row = o.addr.row + b * DIM + r;
+          uint64_t& rd = from_acc ? acc_r[row] : sp_r[row];
+          if (complete > rd) rd = complete;
+        }
+      occupy(q, s, occ, complete);
+      if (wdone > writes_acked) writes_acked = wdone;
+    }
 
     for (uint32_t b = 0; b < blocks; b++) {
       uint32_t ncols = o.cols - b * DIM < DIM ? o.cols - b * DIM : DIM;
@@ -1392,42 +1405,44 @@ class gemmini_t : public extension_t {
     // takes a step of its own. A step streams `total_rows` rows: DIM when weights are shifted in
     // (or in OS), else max(A rows, B rows, WS_MIN_STEP_ROWS); operands read from the same
     // scratchpad bank (or both from the accumulator) take turns, one row each per cycle.
-    Queue& q = exq;
-    uint64_t t = enter(q);
-    const bool ws = ex.dataflow == WEIGHT_STATIONARY;
-    uint32_t phys_rows = 0;
-    if (!bd.addr.garbage) {
-      phys_rows = (ws && ex.b_transpose) ? bd.cols : bd.rows;
-      for (uint32_t r = 0; r < phys_rows; r++)
-        if (sp_w[bd.addr.row + r] > t) t = sp_w[bd.addr.row + r];
-    }
-    const int d_key = bank_key(bd);
-    if (last_mul.valid && q.free_at == last_mul.start + last_mul.cost && t <= last_mul.start) {
-      uint64_t rows = (!ws || d_key >= 0) ? (uint64_t)DIM : last_mul.rows;
-      uint64_t cost = rows * bank_conflict(last_mul.a_key, last_mul.b_key, d_key);
-      cost += port_stall(last_mul.a_key, last_mul.b_key, d_key, last_mul.start, cost);
-      if (cost < last_mul.cost) cost = last_mul.cost;
-      uint64_t end = last_mul.start + cost;
-      {
-        StepRec& r = recent_steps[(recent_n - 1) % 32];  // the compute step just joined
-        r.end = end;
-        r.keys[2] = d_key;
+    if (g_timed) {
+      Queue& q = exq;
+      uint64_t t = enter(q);
+      const bool ws = ex.dataflow == WEIGHT_STATIONARY;
+      uint32_t phys_rows = 0;
+      if (!bd.addr.garbage) {
+        phys_rows = (ws && ex.b_transpose) ? bd.cols : bd.rows;
+        for (uint32_t r = 0; r < phys_rows; r++)
+          if (sp_w[bd.addr.row + r] > t) t = sp_w[bd.addr.row + r];
       }
-      q.busy += cost - last_mul.cost;
-      q.free_at = end;
-      q.retire(end);
-      last_mul.finish(*this, end);
-      for (uint32_t r = 0; r < phys_rows; r++)
-        if (end > sp_r[bd.addr.row + r]) sp_r[bd.addr.row + r] = end;
-      exq_steps_paired++;
-    } else {
-      uint64_t cost = (!ws || d_key >= 0) ? (uint64_t)DIM : (uint64_t)WS_MIN_STEP_ROWS;
-      uint64_t s = start_after(q, t);
-      cost += port_stall(d_key, -1, -1, s, cost);
-      note_step(s, s + cost, d_key, -1, -1);
-      for (uint32_t r = 0; r < phys_rows; r++)
-        if (s + cost > sp_r[bd.addr.row + r]) sp_r[bd.addr.row + r] = s + cost;
-      occupy(q, s, cost, s + cost);
+      const int d_key = bank_key(bd);
+      if (last_mul.valid && q.free_at == last_mul.start + last_mul.cost && t <= last_mul.start) {
+        uint64_t rows = (!ws || d_key >= 0) ? (uint64_t)DIM : last_mul.rows;
+        uint64_t cost = rows * bank_conflict(last_mul.a_key, last_mul.b_key, d_key);
+        cost += port_stall(last_mul.a_key, last_mul.b_key, d_key, last_mul.start, cost);
+        if (cost < last_mul.cost) cost = last_mul.cost;
+        uint64_t end = last_mul.start + cost;
+        {
+          StepRec& r = recent_steps[(recent_n - 1) % 32];  // the compute step just joined
+          r.end = end;
+          r.keys[2] = d_key;
+        }
+        q.busy += cost - last_mul.cost;
+        q.free_at = end;
+        q.retire(end);
+        last_mul.finish(*this, end);
+        for (uint32_t r = 0; r < phys_rows; r++)
+          if (end > sp_r[bd.addr.row + r]) sp_r[bd.addr.row + r] = end;
+        exq_steps_paired++;
+      } else {
+        uint64_t cost = (!ws || d_key >= 0) ? (uint64_t)DIM : (uint64_t)WS_MIN_STEP_ROWS;
+        uint64_t s = start_after(q, t);
+        cost += port_stall(d_key, -1, -1, s, cost);
+        note_step(s, s + cost, d_key, -1, -1);
+        for (uint32_t r = 0; r < phys_rows; r++)
+          if (s + cost > sp_r[bd.addr.row + r]) sp_r[bd.addr.row + r] = s + cost;
+        occupy(q, s, cost, s + cost);
+      }
     }
     last_mul.valid = false;
     if (ex.dataflow == WEIGHT_STATIONARY) {
@@ -1471,53 +1486,55 @@ class gemmini_t : public extension_t {
     const Operand& c = pre_c;
 
     // Timing.
-    Queue& q = exq;
-    uint64_t t = enter(q);
-    for (uint32_t r = 0; r < a_phys; r++) {
-      uint32_t row = a.addr.row + r * ex.a_stride;
-      if (sp_w[row] > t) t = sp_w[row];
+    if (g_timed) {
+      Queue& q = exq;
+      uint64_t t = enter(q);
+      for (uint32_t r = 0; r < a_phys; r++) {
+        uint32_t row = a.addr.row + r * ex.a_stride;
+        if (sp_w[row] > t) t = sp_w[row];
+      }
+      for (uint32_t r = 0; r < bd_phys; r++)
+        if (sp_w[bd.addr.row + r] > t) t = sp_w[bd.addr.row + r];
+      uint32_t c_rows = c.addr.garbage ? 0 : c.rows;
+      for (uint32_t r = 0; r < c_rows; r++) {
+        uint32_t row = c.addr.row + r * ex.c_stride;
+        uint64_t busy = c.addr.acc ? acc_r[row] : sp_r[row];
+        if (busy > t) t = busy;
+      }
+      uint64_t s = start_after(q, t);
+      // One step of total_rows rows (see preload); the transposer path always streams DIM rows.
+      uint64_t rows = DIM;
+      if (ws && !ex.a_transpose) {
+        uint64_t ra = a.addr.garbage ? 1 : a.rows, rb = bd.addr.garbage ? 1 : bd.rows;
+        rows = ra > rb ? ra : rb;
+        if (rows < WS_MIN_STEP_ROWS) rows = WS_MIN_STEP_ROWS;
+      }
+      const int a_key = bank_key(a), b_key = bank_key(bd);
+      uint64_t cost = rows * bank_conflict(a_key, b_key, -1);
+      cost += port_stall(a_key, b_key, -1, s, cost);
+      // Results leave the mesh MESH_FILL_LATENCY after the last row enters (OS: shifted out,
+      // one row per cycle, when the next step propagates).
+      uint64_t drain = ws ? 0 : (uint64_t)c_rows * OS_DRAIN_CYCLES_PER_ROW;
+      uint64_t ready = s + cost + MESH_FILL_LATENCY + drain;
+      // ReservationStation.scala: a load overwriting rows a compute reads waits for the compute
+      // to complete (its results written), so the read rows stay busy until `ready`.
+      for (uint32_t r = 0; r < a_phys; r++) {
+        uint32_t row = a.addr.row + r * ex.a_stride;
+        if (ready > sp_r[row]) sp_r[row] = ready;
+      }
+      for (uint32_t r = 0; r < bd_phys; r++)
+        if (ready > sp_r[bd.addr.row + r]) sp_r[bd.addr.row + r] = ready;
+      for (uint32_t r = 0; r < c_rows; r++) {
+        uint32_t row = c.addr.row + r * ex.c_stride;
+        if (c.addr.acc) { acc_w[row] = ready; acc_touched[row] = 1; }
+        else { sp_w[row] = ready; sp_touched[row] = 1; }
+      }
+      occupy(q, s, cost, ready);
+      note_step(s, s + cost, a_key, b_key, -1);
+      last_mul = MulStep{true, s, cost, rows, a_key, b_key, a.addr.row, a_phys, ex.a_stride,
+                         bd.addr.garbage ? 0u : bd.addr.row, bd_phys,
+                         c.addr.row, c_rows, ex.c_stride, c.addr.acc, drain};
     }
-    for (uint32_t r = 0; r < bd_phys; r++)
-      if (sp_w[bd.addr.row + r] > t) t = sp_w[bd.addr.row + r];
-    uint32_t c_rows = c.addr.garbage ? 0 : c.rows;
-    for (uint32_t r = 0; r < c_rows; r++) {
-      uint32_t row = c.addr.row + r * ex.c_stride;
-      uint64_t busy = c.addr.acc ? acc_r[row] : sp_r[row];
-      if (busy > t) t = busy;
-    }
-    uint64_t s = start_after(q, t);
-    // One step of total_rows rows (see preload); the transposer path always streams DIM rows.
-    uint64_t rows = DIM;
-    if (ws && !ex.a_transpose) {
-      uint64_t ra = a.addr.garbage ? 1 : a.rows, rb = bd.addr.garbage ? 1 : bd.rows;
-      rows = ra > rb ? ra : rb;
-      if (rows < WS_MIN_STEP_ROWS) rows = WS_MIN_STEP_ROWS;
-    }
-    const int a_key = bank_key(a), b_key = bank_key(bd);
-    uint64_t cost = rows * bank_conflict(a_key, b_key, -1);
-    cost += port_stall(a_key, b_key, -1, s, cost);
-    // Results leave the mesh MESH_FILL_LATENCY after the last row enters (OS: shifted out,
-    // one row per cycle, when the next step propagates).
-    uint64_t drain = ws ? 0 : (uint64_t)c_rows * OS_DRAIN_CYCLES_PER_ROW;
-    uint64_t ready = s + cost + MESH_FILL_LATENCY + drain;
-    // ReservationStation.scala: a load overwriting rows a compute reads waits for the compute
-    // to complete (its results written), so the read rows stay busy until `ready`.
-    for (uint32_t r = 0; r < a_phys; r++) {
-      uint32_t row = a.addr.row + r * ex.a_stride;
-      if (ready > sp_r[row]) sp_r[row] = ready;
-    }
-    for (uint32_t r = 0; r < bd_phys; r++)
-      if (ready > sp_r[bd.addr.row + r]) sp_r[bd.addr.row + r] = ready;
-    for (uint32_t r = 0; r < c_rows; r++) {
-      uint32_t row = c.addr.row + r * ex.c_stride;
-      if (c.addr.acc) { acc_w[row] = ready; acc_touched[row] = 1; }
-      else { sp_w[row] = ready; sp_touched[row] = 1; }
-    }
-    occupy(q, s, cost, ready);
-    note_step(s, s + cost, a_key, b_key, -1);
-    last_mul = MulStep{true, s, cost, rows, a_key, b_key, a.addr.row, a_phys, ex.a_stride,
-                       bd.addr.garbage ? 0u : bd.addr.row, bd_phys,
-                       c.addr.row, c_rows, ex.c_stride, c.addr.acc, drain};
 
     // Function. A is I x K (logical), stored transposed when a_transpose.
     int16_t A[DIM][DIM] = {};
@@ -1967,6 +1984,7 @@ class gemmini_t : public extension_t {
       regions.push_back(r);
       measuring = false;
       phase = 2;
+      if (regions.size() >= measure_limit) g_timed = false, untimed_stall = stall;
       take_snapshot();  // fused: the outputs are whatever memory holds when the clock stops
       write_report();
     } else {
