@@ -1,22 +1,24 @@
-"""Fit the Gemmini model's two memory latencies to every published FireSim figure at once.
+"""Fit the Gemmini model's three memory latencies to every published FireSim figure at once.
 
-    python bench/gemmini_calibrate.py                       # the default grid
-    python bench/gemmini_calibrate.py 300,25 250,50 ...     # DRAM,L2-hit pairs of your own
+    python bench/gemmini_calibrate.py                          # the default grid
+    python bench/gemmini_calibrate.py 70,50,50 100,50,60 ...   # DRAM,L2-hit,LLC-hit triples
 
-DMA_LATENCY (a request that misses the L2: system bus, L2, FireSim's DRAM model) and
-L2_HIT_LATENCY (timing_params.h) are the only fitted values in the Gemmini model; everything
-else is read from the RTL. They are fitted together against three independent sets of FireSim
-measurements, each timed here with our own programs:
+DMA_LATENCY (an LLC miss's DRAM round trip), L2_HIT_LATENCY (a DMA request the L2 answers) and
+LLC_HIT_LATENCY (an L2 miss the LLC answers), all in timing_params.h, are the only fitted
+values in the Gemmini model; everything else (the L2's MSHRs, the memory bus, the LLC's
+blocks, MSHRs and in-order queue, the DMA, the controllers) is read from the RTL. They are
+fitted together against three independent sets of FireSim measurements, each timed here with
+our own programs:
 - the 12544x64x256 pair in ucb-bar/autocomp's prompts (two hand-scheduled programs);
 - the DOSA artifact's 67 layers run through Gemmini's library (gemmini_dosa_layers.py);
 - the FireSim F2 runs of Gemmini's own tests on the Lean image (gemmini_firesim_f2.py; 64
   requests in flight, a different FPGA platform and memory model, printed for reference).
 Each program is compiled once; every grid point then reruns them all with the latencies given
-to the model through its calibration line (`memory_latency DRAM L2`). For each point the bench
-prints, per set, the geometric mean of model / FireSim, the geometric spread (exp of the RMS
-log ratio), how many figures lie within +-15%, and the error of the pair's ratio. Chosen
-(timing_params.h): the point that keeps both programs of the pair and their ratio within 15% and
-puts the most DOSA layers within 15%.
+to the model through its calibration line (`memory_latency DRAM L2 LLC`). For each point the
+bench prints, per set, the geometric mean of model / FireSim, the geometric spread (exp of the
+RMS log ratio), how many figures lie within +-15%, and the error of the pair's ratio. Chosen
+(timing_params.h): the point that keeps both programs of the pair and their ratio within 15%,
+puts the most DOSA layers within 15%, and then has the smallest DOSA spread.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ import gemmini_dosa_layers as dosa  # noqa: E402
 import gemmini_fidelity as fidelity  # noqa: E402
 import gemmini_firesim_f2 as f2  # noqa: E402
 
-DEFAULT_GRID = [(250, 50), (225, 60), (210, 70), (200, 60), (200, 70), (200, 80), (190, 70), (175, 60)]
+DEFAULT_GRID = [(60, 50, 50), (70, 50, 50), (80, 50, 50), (100, 50, 50), (80, 45, 50), (80, 50, 60), (80, 55, 60)]
 
 
 def programs() -> list[tuple[str, str, float, int | None, str]]:
@@ -55,6 +57,8 @@ def programs() -> list[tuple[str, str, float, int | None, str]]:
 
 async def main() -> int:
     grid = [tuple(int(v) for v in arg.split(",")) for arg in sys.argv[1:]] or DEFAULT_GRID
+    if any(len(point) != 3 for point in grid):
+        raise SystemExit("give each grid point as DRAM,L2,LLC (three latencies in core cycles), e.g. 70,50,50")
     tc = GemminiToolchain.discover({})
     with tempfile.TemporaryDirectory(prefix="gemmini-calibrate-") as tmp:
         built = []
@@ -79,7 +83,7 @@ async def main() -> int:
 
         for latency in grid:
             results = await asyncio.gather(*(run(item, latency) for item in built))
-            line = [f"DRAM {latency[0]:>3} L2 {latency[1]:>3} |"]
+            line = [f"DRAM {latency[0]:>3} L2 {latency[1]:>3} LLC {latency[2]:>3} |"]
             for group in ("pair", "DOSA", "F2"):
                 ratios = [ratio for g, _, ratio in results if g == group]
                 mean, spread, within = dosa.summary(ratios)

@@ -27,8 +27,11 @@ Published figures used (every one we could find and check here):
   the library baseline is one call of tiled_matmul_auto(..., WEIGHT_STATIONARY) from
   gemmini-rocc-tests branch auto-comp-v2 (sols/exo/sol*_gemmini_baseline.c); the expert code
   is the Exo-optimised schedule (sols/exo/sol*_exo_opt.c); each is timed once, between
-  gemmini_flush(0); fence(); rdcycle and fence(); rdcycle (search/prob.py), right after the
-  harness fills A and B and computes the reference. The per-shape cycle counts are in the
+  gemmini_flush(0); fence(); rdcycle and fence(); rdcycle (search/prob.py), after the
+  harness fills A and B and computes the reference, and FireSim runs candidates in batches of
+  up to 20 in one binary (backend/gemmini/gemmini_eval.py), each writing the same C: so our
+  programs fill A and B, run the kernel once unmeasured (the candidate before it in the
+  batch) and then time one call. The per-shape cycle counts are in the
   paper's body, which was not retrievable here, so the one shape whose FireSim pair is
   published stands in for the geometric mean: this compares the library against the 'after'
   program (the expert schedule of 12544x64x256) on the same shape and harness conditions.
@@ -161,6 +164,7 @@ def checking_main(m: str, n: str, k: str, row_step: int) -> str:
 AUTOCOMP_HARNESS_FN int main(void) {
   for (int i = 0; i < @M; i++) for (int k = 0; k < @K; k++) A[i][k] = (elem_t)((i * 7 + k) % 5 - 2);
   for (int k = 0; k < @K; k++) for (int j = 0; j < @N; j++) B[k][j] = (elem_t)((k + j * 3) % 7 - 3);
+  kernel();  /* the candidate before it in the batch: same buffers */
   AUTOCOMP_MEASURE_BEGIN();
   kernel();
   AUTOCOMP_MEASURE_END();

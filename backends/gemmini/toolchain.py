@@ -414,7 +414,7 @@ class GemminiToolchain:
         region_instruction_limit: int = 0,
         host_dcache: bool = False,
         dma_inflight: int | None = None,
-        memory_latency: tuple[int, int] | None = None,
+        memory_latency: tuple[int, ...] | None = None,
     ) -> SimRun:
         """Run ``elf`` on Spike with the model. ``regions``: name -> (ELF symbol, bytes) copied
         at every snapshot. Measure/snapshot markers count only from code in the
@@ -438,7 +438,7 @@ class GemminiToolchain:
             lines.append(f"dma_inflight {int(dma_inflight)}")
         if memory_latency is not None:
             # Calibration only (bench/gemmini_calibrate.py): DRAM and L2-hit round trips.
-            lines.append(f"memory_latency {int(memory_latency[0])} {int(memory_latency[1])}")
+            lines.append("memory_latency " + " ".join(str(int(v)) for v in memory_latency))
         harness = section_bytes(elf, HARNESS_SECTION)
         if harness is not None:
             addr, content = harness

@@ -66,3 +66,10 @@ def assert_ok(run: SimRun) -> None:
 
 def tools_present() -> bool:
     return bool(shutil.which("riscv64-unknown-elf-gcc") and shutil.which("dtc"))
+
+
+def timing_param(name: str) -> int:
+    """A constant of the model's timing_params.h (``constexpr uint64_t NAME = value;``), so a
+    test states its bound in the model's own units whatever the fitted values are."""
+    text = (Path(__file__).resolve().parents[2] / "backends/gemmini/sim/timing_params.h").read_text()
+    return int(text.split(f"constexpr uint64_t {name} = ")[1].split(";")[0])

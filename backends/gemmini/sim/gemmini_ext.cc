@@ -506,7 +506,7 @@ class gemmini_t : public extension_t {
         use[victim] = ++l1_tick;
         host_l1_misses++;
         const uint64_t t = now();
-        stall += L1D_MISS_OVERHEAD + (l2_response(addr, t) - t);  // blocking refill through the L2
+        stall += L1D_MISS_OVERHEAD + (l2_response(addr, t, false, w.cls == HC_STORE) - t);  // blocking refill through the L2
         return;
       }
       case HC_BRANCH: {
@@ -651,6 +651,10 @@ class gemmini_t : public extension_t {
       } else if (key == "host_dcache") {
         ls >> host_dcache;
         g_dcache = host_dcache != 0;
+      } else if (key == "stats") {
+        int on = 0;
+        ls >> on;
+        print_stats = on != 0;
       } else if (key == "dma_inflight") {
         // Requests each DMA engine may hold in flight: max_in_flight_mem_reqs of the modelled
         // configuration (Configs.scala: defaultConfig 16, leanConfig 64).
@@ -663,17 +667,20 @@ class gemmini_t : public extension_t {
         }
         dma_inflight = n;
       } else if (key == "memory_latency") {
-        // Calibration runs only (bench/gemmini_calibrate.py): the DRAM round trip and the L2
-        // hit round trip, in place of DMA_LATENCY and L2_HIT_LATENCY.
-        uint64_t dram = 0, l2 = 0;
+        // Calibration runs only (bench/gemmini_calibrate.py): the DRAM round trip, the L2 hit
+        // round trip and (optionally) the LLC hit answer, in place of DMA_LATENCY,
+        // L2_HIT_LATENCY and LLC_HIT_LATENCY.
+        uint64_t dram = 0, l2 = 0, llc = LLC_HIT_LATENCY;
         ls >> dram >> l2;
-        if (dram < 1 || dram > 100000 || l2 < 1 || l2 > dram) {
-          std::fprintf(stderr, "gemmini: memory_latency %llu %llu: need 1 <= L2 <= DRAM <= 100000\n",
-                       (unsigned long long)dram, (unsigned long long)l2);
+        if (!(ls >> llc)) llc = LLC_HIT_LATENCY;
+        if (dram < 1 || dram > 100000 || l2 < 1 || l2 > 100000 || llc < 1 || llc > 100000) {
+          std::fprintf(stderr, "gemmini: memory_latency %llu %llu %llu: each must be 1..100000 cycles\n",
+                       (unsigned long long)dram, (unsigned long long)l2, (unsigned long long)llc);
           std::_Exit(4);
         }
         dram_latency = dram;
         l2_hit_latency = l2;
+        llc_hit_latency = llc;
       }
     }
   }
@@ -702,7 +709,14 @@ class gemmini_t : public extension_t {
     }
   }
 
+  bool print_stats = false;  // config line `stats 1`: memory-system counts on stderr (calibration)
   void write_report() {
+    if (print_stats)
+      std::fprintf(stderr, "gemmini stats: l2 hits %llu misses %llu writebacks %llu, llc hits %llu misses %llu, "
+                   "dma read requests %llu write requests %llu\n",
+                   (unsigned long long)l2_hits, (unsigned long long)l2_misses, (unsigned long long)l2_writebacks,
+                   (unsigned long long)llc_hits, (unsigned long long)llc_misses,
+                   (unsigned long long)dma_read_reqs, (unsigned long long)dma_write_reqs);
     std::string esc;
     for (char c : error) {
       if (c == '"' || c == '\\') { esc += '\\'; esc += c; }
@@ -876,14 +890,15 @@ class gemmini_t : public extension_t {
   std::vector<uint64_t> l2_tag = std::vector<uint64_t>(L2_SETS * L2_WAYS, 0), l2_use = std::vector<uint64_t>(L2_SETS * L2_WAYS, 0);
   std::vector<uint64_t> l2_fill = std::vector<uint64_t>(L2_SETS * L2_WAYS, 0);  // when each line's data is in
   uint64_t l2_tick = 0, l2_hits = 0, l2_misses = 0;
-  // DMA_LATENCY and L2_HIT_LATENCY, unless a calibration run sets them (`memory_latency`).
+  // DMA_LATENCY, L2_HIT_LATENCY and LLC_HIT_LATENCY, unless a calibration run sets them
+  // (`memory_latency`).
   uint64_t dram_latency = DMA_LATENCY, l2_hit_latency = L2_HIT_LATENCY;
   // `whole_line_write`: a DMA write of one whole aligned line. On a miss the L2 then asks the
   // outer side for write permission only (InclusiveCache MSHR.scala: a full-block PutFullData
   // sends AcquirePerm, not AcquireBlock), which the TLCacheCork below it grants at once
   // (CacheCork.scala: "AcquirePerm => instant response"): no DRAM round trip.
   // Returns when the answer to a request that reaches the L2 at time `t` is back.
-  uint64_t l2_response(uint64_t addr, uint64_t t, bool whole_line_write = false) {
+  uint64_t l2_response(uint64_t addr, uint64_t t, bool whole_line_write = false, bool dirty = false) {
     uint64_t line = addr / L2_LINE_BYTES + 1, set = line % L2_SETS;
     uint64_t* tag = &l2_tag[set * L2_WAYS];
     uint64_t* use = &l2_use[set * L2_WAYS];
@@ -893,15 +908,114 @@ class gemmini_t : public extension_t {
       if (tag[w] == line) {
         use[w] = ++l2_tick;
         l2_hits++;
+        if (dirty) l2_dirty[set * L2_WAYS + w] = 1;
         return t + l2_hit_latency > fill[w] ? t + l2_hit_latency : fill[w];
       }
       if (use[w] < use[victim]) victim = w;
     }
+    l2_misses++;
+    // A miss holds one of the L2's MSHRs until its line is in (and a dirty victim's writeback
+    // is acknowledged: InclusiveCache MSHR.scala sends the Release, then the Acquire).
+    int m = 0;
+    for (int i = 1; i < (int)L2_MSHRS; i++)
+      if (l2_mshr[i] < l2_mshr[m]) m = i;
+    const uint64_t start = t > l2_mshr[m] ? t : l2_mshr[m];
+    uint64_t done = start;
+    if (tag[victim] && l2_dirty[set * L2_WAYS + victim]) {
+      // The victim's 64 bytes go out on the memory bus's write channel to the LLC.
+      uint64_t out = start > outer_write_free ? start : outer_write_free;
+      outer_write_free = out + MEMORY_BUS_LINE_CYCLES;
+      done = llc_access((tag[victim] - 1) * L2_LINE_BYTES, outer_write_free, true);
+      l2_writebacks++;
+    }
+    if (whole_line_write) {
+      const uint64_t granted = start + l2_hit_latency;
+      if (granted > done) done = granted;
+    } else {
+      // The line comes from the LLC (or DRAM behind it) one MEMORY_BUS_BYTES beat per cycle.
+      uint64_t first = llc_access((line - 1) * L2_LINE_BYTES, start, false);
+      if (first < outer_read_free) first = outer_read_free;
+      outer_read_free = first + MEMORY_BUS_LINE_CYCLES;
+      if (outer_read_free > done) done = outer_read_free;
+    }
     tag[victim] = line;
     use[victim] = ++l2_tick;
-    l2_misses++;
-    fill[victim] = t + (whole_line_write ? l2_hit_latency : dram_latency);
-    return fill[victim];
+    l2_dirty[set * L2_WAYS + victim] = dirty || whole_line_write;
+    l2_mshr[m] = done;
+    fill[victim] = done;
+    return done;
+  }
+  std::vector<uint8_t> l2_dirty = std::vector<uint8_t>(L2_SETS * L2_WAYS, 0);
+  uint64_t l2_mshr[L2_MSHRS] = {0};  // when each of the L2's MSHRs frees
+  uint64_t outer_read_free = 0, outer_write_free = 0;  // the memory bus's data channels
+  uint64_t l2_writebacks = 0;
+
+  // FireSim's last-level cache model (FASED LastLevelCache.scala), under the memory bus: a
+  // timing-only cache of LLC_BYTES in LLC_BLOCK_BYTES blocks, random replacement, one request
+  // at a time through its state machine (tag access, then one cycle per data beat), at most
+  // LLC_MSHRS refills in flight. Requests are taken in order: one to a set with a refill in
+  // flight waits for it and holds every request behind it (the read queue's head blocks), and
+  // with no free MSHR nothing is taken, hits included. A write of less than a block that
+  // misses refills the block from DRAM first (write-triggered refill); a dirty victim is
+  // written back to DRAM, holding the state machine for the block's beats.
+  // Returns when the first beat of a read's data can leave (a write: when it is acknowledged)
+  // for a request that reaches the LLC at `t`.
+  std::vector<uint64_t> llc_tag = std::vector<uint64_t>(LLC_SETS * LLC_WAYS, 0);
+  std::vector<uint64_t> llc_fill = std::vector<uint64_t>(LLC_SETS * LLC_WAYS, 0);
+  std::vector<uint8_t> llc_dirty = std::vector<uint8_t>(LLC_SETS * LLC_WAYS, 0);
+  uint64_t llc_mshr[LLC_MSHRS] = {0};
+  // When the head of the read queue and of the write queue was last taken. FASED keeps the two
+  // apart (a read waiting on its set does not hold writes back, nor the reverse); both go
+  // through the one state machine.
+  uint64_t llc_read_head = 0, llc_write_head = 0;
+  uint64_t llc_busy = 0;  // when the state machine has finished its current request
+  uint64_t llc_rng = 0x2545F4914F6CDD1Dull;  // replacement (FASED: an LFSR)
+  uint64_t llc_hits = 0, llc_misses = 0;
+  uint64_t llc_hit_latency = LLC_HIT_LATENCY;
+  uint64_t llc_access(uint64_t addr, uint64_t t, bool write) {
+    const uint64_t block = addr / LLC_BLOCK_BYTES + 1, set = block % LLC_SETS;
+    uint64_t* tag = &llc_tag[set * LLC_WAYS];
+    uint64_t* fill = &llc_fill[set * LLC_WAYS];
+    uint64_t& head = write ? llc_write_head : llc_read_head;
+    uint64_t d = t > head ? t : head;  // in order within its queue
+    for (int w = 0; w < (int)LLC_WAYS; w++)
+      if (fill[w] > d) d = fill[w];  // a refill in flight to this set: the queue's head waits
+    int m = 0;
+    for (int i = 1; i < (int)LLC_MSHRS; i++)
+      if (llc_mshr[i] < llc_mshr[m]) m = i;
+    if (llc_mshr[m] > d) d = llc_mshr[m];  // no MSHR free: nothing is taken
+    if (llc_busy > d) d = llc_busy;        // the state machine serves one request at a time
+    head = d;
+    uint64_t busy = 1 + LLC_LINE_BEATS;    // tag access, then the request's data beats
+    uint64_t answer = write ? d + busy : d + llc_hit_latency;
+    bool hit = false;
+    for (int w = 0; w < (int)LLC_WAYS; w++)
+      if (tag[w] == block) {
+        hit = true;
+        if (write) llc_dirty[set * LLC_WAYS + w] = 1;
+      }
+    if (hit) {
+      llc_hits++;
+    } else {
+      llc_misses++;
+      int victim = -1;
+      for (int w = 0; w < (int)LLC_WAYS && victim < 0; w++)
+        if (!tag[w]) victim = w;
+      if (victim < 0) {
+        llc_rng ^= llc_rng << 13; llc_rng ^= llc_rng >> 7; llc_rng ^= llc_rng << 17;
+        victim = (int)(llc_rng % LLC_WAYS);
+        if (llc_dirty[set * LLC_WAYS + victim]) busy += LLC_BLOCK_BEATS;  // the writeback's beats
+      }
+      const uint64_t refilled = d + dram_latency;
+      llc_mshr[m] = refilled;
+      tag[victim] = block;
+      fill[victim] = refilled;
+      llc_dirty[set * LLC_WAYS + victim] = write;
+      busy += LLC_BLOCK_BEATS;  // the refill's beats into the data array
+      if (!write) answer = refilled;
+    }
+    llc_busy = d + busy;
+    return answer;
   }
   uint64_t tlb_misses = 0, tlb_filter_misses = 0, dma_read_reqs = 0, dma_write_reqs = 0;
   // FrontendTLB as the harness runs it (bare metal, machine mode): each client (reader,
@@ -946,7 +1060,7 @@ class gemmini_t : public extension_t {
         if (write) {  // the request carries its data beats; the ack comes back from the L2
           uint64_t data = t > e.bus_free ? t : e.bus_free;
           e.bus_free = data + beats;
-          resp = l2_response(a, e.bus_free, whole_line);
+          resp = l2_response(a, e.bus_free, whole_line, true);
           e.last_issue = e.bus_free - 1;
         } else {  // a one-beat request; the data beats come back when the L2 answers
           uint64_t ans = l2_response(a, t);

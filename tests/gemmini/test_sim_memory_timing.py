@@ -1,0 +1,70 @@
+"""The memory system under Gemmini's DMA, as the FireSim images the model is fitted to have it:
+the L2's MSHRs, the 8-byte memory bus, and FASED's last-level cache model (128-byte blocks,
+requests taken in order, a request to a set with a refill in flight holding the queue).
+
+Each test runs variants of one program on the real model and compares their modelled cycles;
+the behaviours are read from the RTL (see timing_params.h), so a test fails when the model
+loses one, whatever the fitted latencies are."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from simkit import assert_ok, run_c, timing_param  # noqa: E402
+
+# Move-ins of 16 rows of 64 bytes over 1 MiB, STRIDE bytes apart (64: every line; 128: one
+# line per 128-byte LLC block), optionally after an unmeasured sweep that leaves the data in
+# the LLC (1 MiB is twice the L2, so the measured sweep misses the L2 either way).
+SWEEP = r"""
+#define BYTES (1 << 20)
+static elem_t buf[BYTES] __attribute__((aligned(128)));
+static void sweep(unsigned stride) {
+  gemmini_extended3_config_ld(stride, MVIN_SCALE_IDENTITY, false, 0);
+  for (unsigned off = 0; off + 15 * stride + 64 <= BYTES; off += 16 * stride)
+    gemmini_extended_mvin(&buf[off], (off / stride / 16 % 64) * 64, 64, 16);
+  gemmini_fence();
+}
+AUTOCOMP_HARNESS_FN int main(void) {
+  if (WARM) sweep(STRIDE);
+  AUTOCOMP_MEASURE_BEGIN();
+  sweep(STRIDE);
+  AUTOCOMP_MEASURE_END();
+  return 0;
+}
+"""
+BLOCKS = (1 << 20) // 128
+
+
+def _sweep(tmp_path: Path, stride: int, warm: int) -> int:
+    work = tmp_path / f"s{stride}w{warm}"
+    work.mkdir()
+    run = run_c(work, f"#define STRIDE {stride}\n#define WARM {warm}\n" + SWEEP, max_instructions=50_000_000)
+    assert_ok(run)
+    assert run.cycles is not None
+    return run.cycles
+
+
+def test_cold_lines_of_one_llc_block_wait_for_its_refill(tmp_path):
+    """A 128-byte LLC block is refilled once; the request for its second 64-byte line finds the
+    refill in flight, waits at the head of the LLC's read queue, and holds every later request
+    behind it. A cold contiguous sweep therefore pays about one DRAM round trip per block, and
+    touching one line per block (no second request to wait) is several times faster per block,
+    with the LLC's MSHRs letting refills overlap."""
+    contiguous = _sweep(tmp_path, 64, 0)
+    one_line_per_block = _sweep(tmp_path, 128, 0)
+    assert contiguous / BLOCKS >= timing_param("DMA_LATENCY")
+    assert one_line_per_block * 2 < contiguous
+
+
+def test_llc_hits_stream_at_the_memory_bus_rate(tmp_path):
+    """Data the LLC holds comes back at the LLC state machine's and the 8-byte memory bus's
+    pace (a 64-byte line in about 9 cycles), far faster than the cold sweep, and no faster
+    than the bus allows."""
+    cold = _sweep(tmp_path, 64, 0)
+    warm = _sweep(tmp_path, 64, 1)
+    lines = (1 << 20) // 64
+    assert warm * 3 < cold
+    assert warm >= lines * 8  # 64 bytes over an 8-byte bus
