@@ -68,3 +68,36 @@ def test_llc_hits_stream_at_the_memory_bus_rate(tmp_path):
     lines = (1 << 20) // 64
     assert warm * 3 < cold
     assert warm >= lines * 8  # 64 bytes over an 8-byte bus
+
+
+# Move-outs of 16 whole 64-byte lines each: 1 MiB of writes, either to 1 MiB of distinct cold
+# lines (SPAN 1 MiB: past 512 KiB every new line evicts a dirty one) or four times over the
+# same 256 KiB (SPAN 256 KiB: the lines stay in the L2).
+WRITES = r"""
+#define BYTES (1 << 20)
+static elem_t dst[BYTES] __attribute__((aligned(128)));
+AUTOCOMP_HARNESS_FN int main(void) {
+  gemmini_config_st(64);
+  AUTOCOMP_MEASURE_BEGIN();
+  for (unsigned n = 0; n < BYTES; n += 16 * 64)
+    gemmini_extended_mvout(&dst[n % SPAN], (n / 1024 % 64) * 64, 64, 16);
+  gemmini_fence();
+  AUTOCOMP_MEASURE_END();
+  return 0;
+}
+"""
+
+
+def test_dirty_lines_evicted_from_the_l2_are_written_back_to_the_llc(tmp_path):
+    """A whole-line DMA write that misses the L2 is only granted permission (no fetch), but the
+    dirty line it evicts goes back over the memory bus to the LLC, where a 64-byte write into a
+    cold 128-byte block first refills the block from DRAM (FASED's write-triggered refill). The
+    same megabyte written over lines the L2 keeps costs no write-backs at all."""
+    cycles = {}
+    for span in (1 << 18, 1 << 20):
+        work = tmp_path / f"span{span}"
+        work.mkdir()
+        run = run_c(work, f"#define SPAN {span}u\n" + WRITES, max_instructions=50_000_000)
+        assert_ok(run)
+        cycles[span] = run.cycles
+    assert cycles[1 << 20] > 1.5 * cycles[1 << 18], cycles
