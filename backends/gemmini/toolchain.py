@@ -437,7 +437,7 @@ class GemminiToolchain:
             # Requests in flight per DMA engine (the configuration's max_in_flight_mem_reqs).
             lines.append(f"dma_inflight {int(dma_inflight)}")
         if memory_latency is not None:
-            # Calibration only (bench/gemmini_calibrate.py): DRAM and L2-hit round trips.
+            # Calibration only (bench/gemmini_calibrate.py): the DRAM, L2-hit and LLC-hit latencies.
             lines.append("memory_latency " + " ".join(str(int(v)) for v in memory_latency))
         harness = section_bytes(elf, HARNESS_SECTION)
         if harness is not None:

@@ -951,7 +951,7 @@ class gemmini_t : public extension_t {
   uint64_t l2_writebacks = 0;
 
   // FireSim's last-level cache model (FASED LastLevelCache.scala), under the memory bus: a
-  // timing-only cache of LLC_BYTES in LLC_BLOCK_BYTES blocks, random replacement, one request
+  // timing-only cache of LLC_SETS x LLC_WAYS blocks of LLC_BLOCK_BYTES, random replacement, one request
   // at a time through its state machine (tag access, then one cycle per data beat), at most
   // LLC_MSHRS refills in flight. Requests are taken in order: one to a set with a refill in
   // flight waits for it and holds every request behind it (the read queue's head blocks), and
