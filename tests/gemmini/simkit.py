@@ -73,3 +73,22 @@ def timing_param(name: str) -> int:
     test states its bound in the model's own units whatever the fitted values are."""
     text = (Path(__file__).resolve().parents[2] / "backends/gemmini/sim/timing_params.h").read_text()
     return int(text.split(f"constexpr uint64_t {name} = ")[1].split(";")[0])
+
+
+# For programs over N x N int8 matrices A, B, C: library() runs Gemmini's tiled_matmul_auto (WS)
+# on them, check() counts the entries of C that differ from a saturating int8 GEMM on the host.
+SQUARE_GEMM_LIBRARY_AND_CHECK = r"""
+static void library(void) {
+  tiled_matmul_auto(N, N, N, (elem_t *)A, (elem_t *)B, NULL, (elem_t *)C, N, N, N, N, 1, 1, 1,
+                    NO_ACTIVATION, 1, 0, false, false, false, false, false, 3, WS);
+}
+static int check(void) {
+  int bad = 0;
+  for (int i = 0; i < N; i++) for (int j = 0; j < N; j++) {
+    int32_t s = 0;
+    for (int k = 0; k < N; k++) s += A[i][k] * B[k][j];
+    bad += C[i][j] != (s > 127 ? 127 : (s < -128 ? -128 : s));
+  }
+  return bad;
+}
+"""

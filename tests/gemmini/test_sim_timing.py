@@ -10,7 +10,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from simkit import assert_ok, run_c  # noqa: E402
+from simkit import SQUARE_GEMM_LIBRARY_AND_CHECK, assert_ok, run_c  # noqa: E402
 
 GEMM = r"""
 #include "gemmini.h"
@@ -61,19 +61,7 @@ static void reuse(void) {
   }
   gemmini_fence();
 }
-static void library(void) {
-  tiled_matmul_auto(N, N, N, (elem_t *)A, (elem_t *)B, NULL, (elem_t *)C, N, N, N, N, 1, 1, 1,
-                    NO_ACTIVATION, 1, 0, false, false, false, false, false, 3, WS);
-}
-static int check(void) {
-  int bad = 0;
-  for (int i = 0; i < N; i++) for (int j = 0; j < N; j++) {
-    int32_t s = 0;
-    for (int k = 0; k < N; k++) s += A[i][k] * B[k][j];
-    bad += C[i][j] != (s > 127 ? 127 : (s < -128 ? -128 : s));
-  }
-  return bad;
-}
+""" + SQUARE_GEMM_LIBRARY_AND_CHECK + r"""
 AUTOCOMP_HARNESS_FN int main(void) {
   for (int i = 0; i < N; i++) for (int j = 0; j < N; j++) { A[i][j] = (elem_t)((i * 7 + j) % 5 - 2); B[i][j] = (elem_t)((i + j * 3) % 7 - 3); }
   memset(C, 0, sizeof C); AUTOCOMP_MEASURE_BEGIN(); per_tile(1); AUTOCOMP_MEASURE_END(); if (check()) return 2;
