@@ -130,7 +130,7 @@ class GemminiBackend(Backend):
     file_suffixes = (".c", ".h")
     primary_metric = "cycles"
     lower_is_better = True
-    evaluator_version = "7"  # 7: the memory system below the L2 (FASED LLC, memory bus, L2 MSHRs)
+    evaluator_version = "8"  # 8: random L2 replacement; shared memory resources booked by time (timeline.h)
 
     def __init__(self, settings: dict[str, Any] | None = None) -> None:
         super().__init__(settings)

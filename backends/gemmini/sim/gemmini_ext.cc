@@ -53,7 +53,10 @@
 #include <array>
 #include <utility>
 
+#include "timeline.h"
 #include "timing_params.h"
+
+using autocomp_gemmini::Timeline;
 
 namespace {
 
@@ -710,13 +713,18 @@ class gemmini_t : public extension_t {
   }
 
   bool print_stats = false;  // config line `stats 1`: memory-system counts on stderr (calibration)
-  void write_report() {
+  // Cumulative counts from the start of the run; printed at measure_begin as well, so a
+  // calibration run can tell the measured call's share from the warm-up's.
+  void print_memory_stats(const char* when) {
     if (print_stats)
-      std::fprintf(stderr, "gemmini stats: l2 hits %llu misses %llu writebacks %llu, llc hits %llu misses %llu, "
-                   "dma read requests %llu write requests %llu\n",
+      std::fprintf(stderr, "gemmini stats (%s): l2 hits %llu misses %llu writebacks %llu, llc hits %llu misses %llu, "
+                   "dma read requests %llu write requests %llu\n", when,
                    (unsigned long long)l2_hits, (unsigned long long)l2_misses, (unsigned long long)l2_writebacks,
                    (unsigned long long)llc_hits, (unsigned long long)llc_misses,
                    (unsigned long long)dma_read_reqs, (unsigned long long)dma_write_reqs);
+  }
+  void write_report() {
+    print_memory_stats("report");
     std::string esc;
     for (char c : error) {
       if (c == '"' || c == '\\') { esc += '\\'; esc += c; }
@@ -869,6 +877,10 @@ class gemmini_t : public extension_t {
     uint64_t slot[MAX_DMA_INFLIGHT] = {0};  // release time of each tracker slot
     uint64_t n = 0;           // requests issued so far
     uint64_t last_issue = 0, bus_free = 0;
+    // The read data path into the scratchpad, one beat per cycle, taken in the order the answers
+    // arrive, not the order the requests left (DMA.scala: responses carry their transaction id
+    // and the BeatMerger takes whichever comes; a slow miss does not hold later hits back).
+    Timeline returns;
     uint64_t tlb_page[1] = {0};  // the client's last translated page (FrontendTLB filter)
     // DMACommandTracker entries (LoadController.scala): when each move-in command's slot frees.
     uint64_t cmd_slot[MAX_DMA_INFLIGHT / DIM + 1] = {0};
@@ -882,17 +894,24 @@ class gemmini_t : public extension_t {
   // controller's tracker is sized alike, but Scratchpad.scala answers a move-out's rows as they
   // are handed to the writer, so its entries never outlast the writer's own slots.)
   uint64_t dma_commands() const { return dma_load_commands(dma_inflight); }
-  // The shared L2 (SiFive inclusive cache) as the DMA sees it: set-associative, LRU, 64-byte
-  // lines; a request to a line it holds returns after L2_HIT_LATENCY, else after DMA_LATENCY.
+  // The shared L2 (SiFive inclusive cache) as the DMA sees it: set-associative, 64-byte lines,
+  // a random victim on a miss (InclusiveCache Directory.scala: an LFSR picks the way; no LRU);
+  // a request to a line it holds returns after L2_HIT_LATENCY, else after the LLC's answer.
   // A line being filled is held by its MSHR until the fill returns, and requests to it queue
   // behind the MSHR (InclusiveCache Scheduler.scala: a request whose set has an active MSHR
   // waits in that MSHR's list): such a request is answered no earlier than the fill.
-  std::vector<uint64_t> l2_tag = std::vector<uint64_t>(L2_SETS * L2_WAYS, 0), l2_use = std::vector<uint64_t>(L2_SETS * L2_WAYS, 0);
+  // The MSHRs, the memory bus and the LLC below are booked as Timelines (timeline.h): requests
+  // reach them in program order, not time order.
+  std::vector<uint64_t> l2_tag = std::vector<uint64_t>(L2_SETS * L2_WAYS, 0);
   std::vector<uint64_t> l2_fill = std::vector<uint64_t>(L2_SETS * L2_WAYS, 0);  // when each line's data is in
-  uint64_t l2_tick = 0, l2_hits = 0, l2_misses = 0;
+  std::vector<uint8_t> l2_dirty = std::vector<uint8_t>(L2_SETS * L2_WAYS, 0);
+  uint64_t l2_hits = 0, l2_misses = 0, l2_writebacks = 0;
+  uint64_t l2_rng = 0x9E3779B97F4A7C15ull;  // replacement (InclusiveCache: an LFSR)
+  Timeline l2_mshr[L2_MSHRS];               // when each of the L2's MSHRs is held
+  Timeline outer_read, outer_write;         // the memory bus's two data channels
   // DMA_LATENCY, L2_HIT_LATENCY and LLC_HIT_LATENCY, unless a calibration run sets them
   // (`memory_latency`).
-  uint64_t dram_latency = DMA_LATENCY, l2_hit_latency = L2_HIT_LATENCY;
+  uint64_t dram_latency = DMA_LATENCY, l2_hit_latency = L2_HIT_LATENCY, llc_hit_latency = LLC_HIT_LATENCY;
   // `whole_line_write`: a DMA write of one whole aligned line. On a miss the L2 then asks the
   // outer side for write permission only (InclusiveCache MSHR.scala: a full-block PutFullData
   // sends AcquirePerm, not AcquireBlock), which the TLCacheCork below it grants at once
@@ -901,31 +920,30 @@ class gemmini_t : public extension_t {
   uint64_t l2_response(uint64_t addr, uint64_t t, bool whole_line_write = false, bool dirty = false) {
     uint64_t line = addr / L2_LINE_BYTES + 1, set = line % L2_SETS;
     uint64_t* tag = &l2_tag[set * L2_WAYS];
-    uint64_t* use = &l2_use[set * L2_WAYS];
     uint64_t* fill = &l2_fill[set * L2_WAYS];
-    int victim = 0;
-    for (int w = 0; w < (int)L2_WAYS; w++) {
+    for (int w = 0; w < (int)L2_WAYS; w++)
       if (tag[w] == line) {
-        use[w] = ++l2_tick;
         l2_hits++;
         if (dirty) l2_dirty[set * L2_WAYS + w] = 1;
         return t + l2_hit_latency > fill[w] ? t + l2_hit_latency : fill[w];
       }
-      if (use[w] < use[victim]) victim = w;
-    }
     l2_misses++;
+    l2_rng ^= l2_rng << 13; l2_rng ^= l2_rng >> 7; l2_rng ^= l2_rng << 17;
+    const int victim = (int)(l2_rng % L2_WAYS);
     // A miss holds one of the L2's MSHRs until its line is in (and a dirty victim's writeback
-    // is acknowledged: InclusiveCache MSHR.scala sends the Release, then the Acquire).
+    // is acknowledged: InclusiveCache MSHR.scala sends the Release, then the Acquire). It takes
+    // the MSHR free soonest for a typical miss; the booking below records how long it held it.
     int m = 0;
-    for (int i = 1; i < (int)L2_MSHRS; i++)
-      if (l2_mshr[i] < l2_mshr[m]) m = i;
-    const uint64_t start = t > l2_mshr[m] ? t : l2_mshr[m];
+    uint64_t start = ~0ull;
+    for (int i = 0; i < (int)L2_MSHRS && start != t; i++) {
+      const uint64_t e = l2_mshr[i].earliest(t, dram_latency + llc_hit_latency);
+      if (e < start) start = e, m = i;
+    }
     uint64_t done = start;
     if (tag[victim] && l2_dirty[set * L2_WAYS + victim]) {
       // The victim's 64 bytes go out on the memory bus's write channel to the LLC.
-      uint64_t out = start > outer_write_free ? start : outer_write_free;
-      outer_write_free = out + MEMORY_BUS_LINE_CYCLES;
-      done = llc_access((tag[victim] - 1) * L2_LINE_BYTES, outer_write_free, true);
+      const uint64_t sent = outer_write.reserve(start, MEMORY_BUS_LINE_CYCLES) + MEMORY_BUS_LINE_CYCLES;
+      done = llc_access((tag[victim] - 1) * L2_LINE_BYTES, sent, true);
       l2_writebacks++;
     }
     if (whole_line_write) {
@@ -933,22 +951,16 @@ class gemmini_t : public extension_t {
       if (granted > done) done = granted;
     } else {
       // The line comes from the LLC (or DRAM behind it) one MEMORY_BUS_BYTES beat per cycle.
-      uint64_t first = llc_access((line - 1) * L2_LINE_BYTES, start, false);
-      if (first < outer_read_free) first = outer_read_free;
-      outer_read_free = first + MEMORY_BUS_LINE_CYCLES;
-      if (outer_read_free > done) done = outer_read_free;
+      const uint64_t first = llc_access((line - 1) * L2_LINE_BYTES, start, false);
+      const uint64_t in = outer_read.reserve(first, MEMORY_BUS_LINE_CYCLES) + MEMORY_BUS_LINE_CYCLES;
+      if (in > done) done = in;
     }
     tag[victim] = line;
-    use[victim] = ++l2_tick;
     l2_dirty[set * L2_WAYS + victim] = dirty || whole_line_write;
-    l2_mshr[m] = done;
+    l2_mshr[m].book(start, done);
     fill[victim] = done;
     return done;
   }
-  std::vector<uint8_t> l2_dirty = std::vector<uint8_t>(L2_SETS * L2_WAYS, 0);
-  uint64_t l2_mshr[L2_MSHRS] = {0};  // when each of the L2's MSHRs frees
-  uint64_t outer_read_free = 0, outer_write_free = 0;  // the memory bus's data channels
-  uint64_t l2_writebacks = 0;
 
   // FireSim's last-level cache model (FASED LastLevelCache.scala), under the memory bus: a
   // timing-only cache of LLC_SETS x LLC_WAYS blocks of LLC_BLOCK_BYTES, random replacement, one request
@@ -961,60 +973,71 @@ class gemmini_t : public extension_t {
   // Returns when the first beat of a read's data can leave (a write: when it is acknowledged)
   // for a request that reaches the LLC at `t`.
   std::vector<uint64_t> llc_tag = std::vector<uint64_t>(LLC_SETS * LLC_WAYS, 0);
-  std::vector<uint64_t> llc_fill = std::vector<uint64_t>(LLC_SETS * LLC_WAYS, 0);
+  std::vector<uint64_t> llc_fill = std::vector<uint64_t>(LLC_SETS * LLC_WAYS, 0);        // refill done
+  std::vector<uint64_t> llc_fill_start = std::vector<uint64_t>(LLC_SETS * LLC_WAYS, 0);  // refill taken
   std::vector<uint8_t> llc_dirty = std::vector<uint8_t>(LLC_SETS * LLC_WAYS, 0);
-  uint64_t llc_mshr[LLC_MSHRS] = {0};
-  // When the head of the read queue and of the write queue was last taken. FASED keeps the two
-  // apart (a read waiting on its set does not hold writes back, nor the reverse); both go
-  // through the one state machine.
-  uint64_t llc_read_head = 0, llc_write_head = 0;
-  uint64_t llc_busy = 0;  // when the state machine has finished its current request
+  Timeline llc_mshr[LLC_MSHRS];
+  Timeline llc_state;  // the state machine, one request at a time
+  // The read queue and the write queue, each in order: when its head was last taken, and the
+  // latest time a request reached it. FASED keeps the two apart (a read waiting on its set does
+  // not hold writes back, nor the reverse); both go through the one state machine. A request
+  // booked after one that reached the queue later was ahead of it, so it does not wait for it.
+  uint64_t llc_read_head = 0, llc_write_head = 0, llc_read_latest = 0, llc_write_latest = 0;
   uint64_t llc_rng = 0x2545F4914F6CDD1Dull;  // replacement (FASED: an LFSR)
   uint64_t llc_hits = 0, llc_misses = 0;
-  uint64_t llc_hit_latency = LLC_HIT_LATENCY;
   uint64_t llc_access(uint64_t addr, uint64_t t, bool write) {
     const uint64_t block = addr / LLC_BLOCK_BYTES + 1, set = block % LLC_SETS;
     uint64_t* tag = &llc_tag[set * LLC_WAYS];
     uint64_t* fill = &llc_fill[set * LLC_WAYS];
+    uint64_t* fill_start = &llc_fill_start[set * LLC_WAYS];
     uint64_t& head = write ? llc_write_head : llc_read_head;
-    uint64_t d = t > head ? t : head;  // in order within its queue
-    for (int w = 0; w < (int)LLC_WAYS; w++)
-      if (fill[w] > d) d = fill[w];  // a refill in flight to this set: the queue's head waits
+    uint64_t& latest = write ? llc_write_latest : llc_read_latest;
+    uint64_t d = t;
+    if (t >= latest) {
+      if (head > d) d = head;
+      latest = t;
+    }
+    for (int w = 0; w < (int)LLC_WAYS; w++)  // a refill in flight to this set: the queue's head waits
+      if (fill_start[w] <= d && fill[w] > d) d = fill[w];
+    // no MSHR free: nothing is taken (the MSHR free soonest for a refill's round trip)
     int m = 0;
-    for (int i = 1; i < (int)LLC_MSHRS; i++)
-      if (llc_mshr[i] < llc_mshr[m]) m = i;
-    if (llc_mshr[m] > d) d = llc_mshr[m];  // no MSHR free: nothing is taken
-    if (llc_busy > d) d = llc_busy;        // the state machine serves one request at a time
-    head = d;
-    uint64_t busy = 1 + LLC_LINE_BEATS;    // tag access, then the request's data beats
-    uint64_t answer = write ? d + busy : d + llc_hit_latency;
-    bool hit = false;
+    uint64_t free_at = ~0ull;
+    for (int i = 0; i < (int)LLC_MSHRS && free_at != d; i++) {
+      const uint64_t e = llc_mshr[i].earliest(d, dram_latency);
+      if (e < free_at) free_at = e, m = i;
+    }
+    d = free_at;
+    uint64_t busy = 1 + LLC_LINE_BEATS;  // tag access, then the request's data beats
+    int way = -1;
     for (int w = 0; w < (int)LLC_WAYS; w++)
-      if (tag[w] == block) {
-        hit = true;
-        if (write) llc_dirty[set * LLC_WAYS + w] = 1;
+      if (tag[w] == block) way = w;
+    const bool hit = way >= 0;
+    if (!hit) {
+      for (int w = 0; w < (int)LLC_WAYS && way < 0; w++)
+        if (!tag[w]) way = w;
+      if (way < 0) {
+        llc_rng ^= llc_rng << 13; llc_rng ^= llc_rng >> 7; llc_rng ^= llc_rng << 17;
+        way = (int)(llc_rng % LLC_WAYS);
+        if (llc_dirty[set * LLC_WAYS + way]) busy += LLC_BLOCK_BEATS;  // the writeback's beats
       }
+      busy += LLC_BLOCK_BEATS;  // the refill's beats into the data array
+    }
+    d = llc_state.reserve(d, busy);
+    head = d;
+    uint64_t answer = write ? d + busy : d + llc_hit_latency;
     if (hit) {
       llc_hits++;
+      if (write) llc_dirty[set * LLC_WAYS + way] = 1;
     } else {
       llc_misses++;
-      int victim = -1;
-      for (int w = 0; w < (int)LLC_WAYS && victim < 0; w++)
-        if (!tag[w]) victim = w;
-      if (victim < 0) {
-        llc_rng ^= llc_rng << 13; llc_rng ^= llc_rng >> 7; llc_rng ^= llc_rng << 17;
-        victim = (int)(llc_rng % LLC_WAYS);
-        if (llc_dirty[set * LLC_WAYS + victim]) busy += LLC_BLOCK_BEATS;  // the writeback's beats
-      }
       const uint64_t refilled = d + dram_latency;
-      llc_mshr[m] = refilled;
-      tag[victim] = block;
-      fill[victim] = refilled;
-      llc_dirty[set * LLC_WAYS + victim] = write;
-      busy += LLC_BLOCK_BEATS;  // the refill's beats into the data array
+      llc_mshr[m].book(d, refilled);
+      tag[way] = block;
+      fill_start[way] = d;
+      fill[way] = refilled;
+      llc_dirty[set * LLC_WAYS + way] = write;
       if (!write) answer = refilled;
     }
-    llc_busy = d + busy;
     return answer;
   }
   uint64_t tlb_misses = 0, tlb_filter_misses = 0, dma_read_reqs = 0, dma_write_reqs = 0;
@@ -1064,11 +1087,10 @@ class gemmini_t : public extension_t {
           e.last_issue = e.bus_free - 1;
         } else {  // a one-beat request; the data beats come back when the L2 answers
           uint64_t ans = l2_response(a, t);
-          uint64_t data = ans > e.bus_free ? ans : e.bus_free;
           row_beats += beats;
           const bool row_end = a + len >= end;  // the row's local writes follow its last beat
-          e.bus_free = data + beats + (row_end && row_cycles > row_beats ? row_cycles - row_beats : 0);
-          resp = e.bus_free;
+          const uint64_t occupy = beats + (row_end && row_cycles > row_beats ? row_cycles - row_beats : 0);
+          resp = e.returns.reserve(ans, occupy) + occupy;
           e.last_issue = t;
         }
         slot = resp;
@@ -2077,6 +2099,7 @@ class gemmini_t : public extension_t {
       m_t0 = now();
       m_i0 = instret();
       m_ld0 = ldq.busy; m_ex0 = exq.busy; m_st0 = stq.busy;
+      print_memory_stats("measure_begin");
       std::fill(sp_touched.begin(), sp_touched.end(), 0);
       std::fill(acc_touched.begin(), acc_touched.end(), 0);
     } else if (funct == F_HARNESS_MEASURE_END) {
