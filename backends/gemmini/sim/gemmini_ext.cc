@@ -58,6 +58,15 @@
 
 using autocomp_gemmini::Timeline;
 
+// The caches' replacement choice (both RTL caches use an LFSR): a xorshift step, seeded per
+// run so that every evaluation of the same program replaces the same ways.
+static inline uint64_t next_random(uint64_t& state) {
+  state ^= state << 13;
+  state ^= state >> 7;
+  state ^= state << 17;
+  return state;
+}
+
 namespace {
 
 using namespace gemmini_timing;
@@ -928,8 +937,7 @@ class gemmini_t : public extension_t {
         return t + l2_hit_latency > fill[w] ? t + l2_hit_latency : fill[w];
       }
     l2_misses++;
-    l2_rng ^= l2_rng << 13; l2_rng ^= l2_rng >> 7; l2_rng ^= l2_rng << 17;
-    const int victim = (int)(l2_rng % L2_WAYS);
+    const int victim = (int)(next_random(l2_rng) % L2_WAYS);
     // A miss holds one of the L2's MSHRs until its line is in (and a dirty victim's writeback
     // is acknowledged: InclusiveCache MSHR.scala sends the Release, then the Acquire). It takes
     // the MSHR free soonest for a typical miss; the booking below records how long it held it.
@@ -1016,8 +1024,7 @@ class gemmini_t : public extension_t {
       for (int w = 0; w < (int)LLC_WAYS && way < 0; w++)
         if (!tag[w]) way = w;
       if (way < 0) {
-        llc_rng ^= llc_rng << 13; llc_rng ^= llc_rng >> 7; llc_rng ^= llc_rng << 17;
-        way = (int)(llc_rng % LLC_WAYS);
+        way = (int)(next_random(llc_rng) % LLC_WAYS);
         if (llc_dirty[set * LLC_WAYS + way]) busy += LLC_BLOCK_BEATS;  // the writeback's beats
       }
       busy += LLC_BLOCK_BEATS;  // the refill's beats into the data array
