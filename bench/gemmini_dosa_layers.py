@@ -19,20 +19,30 @@ branch ``dosa`` at 959b23f, ``gemmini-data-collection``):
   fences; inputs never written (zeros), no bias, padding kernel/2, input rows = output rows x
   stride (``layers/extract_data_csv.py``); a layer with one output column and a 1x1 kernel is a
   matmul I=P, K=C, J=K.
-- The layers of a network run one after another in one binary over the same buffers, so a
-  layer finds some of its data in the L2 or the LLC; each layer was run 2-6 times in
-  different binaries, and the median is the figure here (min and max alongside: up to 25%
-  apart). Our program runs the layer once, unmeasured, before the measured call: it stands
-  for the layer before it in the binary, which used the same buffers (what it leaves in the
-  LLC decides, for instance, whether RetinaNet's small heads stream their weights from the
-  LLC at about 7 bytes a cycle, as FireSim shows, or from DRAM).
+- The layers of a network run one after another in one binary over the same static buffers
+  (conv_tilings.c: input, weights_mat, output_mat; matmul_tilings.c: full_A, full_B,
+  full_C), convolutions and matmuls in separate binaries, in the order of the network's CSV
+  (``gemmini-data-collection/artifact/{dnn,analytical,both}/<net>.csv``, the same order in
+  all three). Each layer's timed auto call comes right after the previous layers' runs
+  (through DOSA's mapping) and finds what they left in the L2 and the LLC: the same buffer
+  addresses, with those layers' sizes (the 4 MiB LLC holds several small ones). The first layer of a binary finds them cold:
+  ResNet-50's 2048x1000 classifier is alone in its matmul binary and streams its 2 MB of
+  weights from DRAM. Each network ran three times (dnn, analytical, both: three binaries),
+  and the median is the figure here (min and max alongside: up to 25% apart).
+  Our program for a layer starts from cold caches (see _COLD_START), replays the layers run
+  before it in its binary (through the library's own tiling, not DOSA's mapping: the same
+  data touched in another order) over the same buffers, back until they have touched twice
+  the LLC, and times the layer; a layer that two networks hold (after different layers) gets
+  one program per history and the median of the two.
 Left out: U-Net's four 2x2 up-convolutions (an even kernel with padding 1 makes the output one
-larger than the layer's, so what ran is ambiguous).
+larger than the layer's, so what ran is ambiguous); they are replayed, as DOSA's template
+computes them, in the history of the layers after them.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 
 from gemmini_autocomp_shapes import geomean
 
@@ -115,49 +125,143 @@ _HEAD = r"""
 """
 
 
-def program(kind: str, batch: int, c: int, k: int, p: int, r: int, stride: int) -> str:
-    """Our program for one layer: what the DOSA template times, through our library."""
+# The binaries as DOSA ran them: each network's convolutions (conv_tilings.c) and matmuls
+# (matmul_tilings.c), in the CSV's order. Shapes as in LAYERS: (kind, batch, C, K, P, R,
+# stride). U-Net's 2x2 up-convolutions are not in LAYERS but precede layers that are.
+BINARIES: dict[str, list[tuple]] = {
+    "BERT matmuls": [('mm', 1, 768, 768, 128, 1, 1), ('mm', 1, 64, 128, 128, 1, 1),
+                     ('mm', 1, 128, 64, 128, 1, 1), ('mm', 1, 768, 3072, 128, 1, 1),
+                     ('mm', 1, 3072, 768, 128, 1, 1)],
+    "ResNet-50 convolutions": [
+        ('conv', 1, 3, 64, 112, 7, 2), ('conv', 1, 64, 64, 56, 1, 1), ('conv', 1, 64, 64, 56, 3, 1),
+        ('conv', 1, 64, 256, 56, 1, 1), ('conv', 1, 256, 64, 56, 1, 1), ('conv', 1, 256, 128, 56, 1, 1),
+        ('conv', 1, 128, 128, 28, 3, 2), ('conv', 1, 128, 512, 28, 1, 1), ('conv', 1, 256, 512, 28, 1, 2),
+        ('conv', 1, 512, 128, 28, 1, 1), ('conv', 1, 128, 128, 28, 3, 1), ('conv', 1, 512, 256, 28, 1, 1),
+        ('conv', 1, 256, 256, 14, 3, 2), ('conv', 1, 256, 1024, 14, 1, 1), ('conv', 1, 512, 1024, 14, 1, 2),
+        ('conv', 1, 1024, 256, 14, 1, 1), ('conv', 1, 256, 256, 14, 3, 1), ('conv', 1, 1024, 512, 14, 1, 1),
+        ('conv', 1, 512, 512, 7, 3, 2), ('conv', 1, 512, 2048, 7, 1, 1), ('conv', 1, 1024, 2048, 7, 1, 2),
+        ('conv', 1, 2048, 512, 7, 1, 1), ('conv', 1, 512, 512, 7, 3, 1)],
+    "ResNet-50 matmuls": [('mm', 1, 2048, 1000, 1, 1, 1)],
+    "RetinaNet convolutions": [
+        ('conv', 1, 512, 256, 28, 1, 1), ('conv', 1, 256, 256, 28, 3, 1), ('conv', 1, 256, 720, 28, 3, 1),
+        ('conv', 1, 256, 36, 28, 3, 1), ('conv', 1, 1024, 256, 14, 1, 1), ('conv', 1, 256, 256, 14, 3, 1),
+        ('conv', 1, 256, 720, 14, 3, 1), ('conv', 1, 256, 36, 14, 3, 1), ('conv', 1, 2048, 256, 7, 1, 1),
+        ('conv', 1, 256, 256, 7, 3, 1), ('conv', 1, 256, 720, 7, 3, 1), ('conv', 1, 256, 36, 7, 3, 1),
+        ('conv', 1, 2048, 256, 4, 3, 2), ('conv', 1, 256, 256, 4, 1, 1), ('conv', 1, 256, 256, 4, 3, 1),
+        ('conv', 1, 256, 720, 4, 3, 1), ('conv', 1, 256, 36, 4, 3, 1), ('conv', 1, 256, 256, 2, 3, 2),
+        ('conv', 1, 256, 256, 2, 1, 1), ('conv', 1, 256, 256, 2, 3, 1), ('conv', 1, 256, 720, 2, 3, 1),
+        ('conv', 1, 256, 36, 2, 3, 1)],
+    "U-Net convolutions": [
+        ('conv', 1, 1, 64, 570, 3, 1), ('conv', 1, 64, 64, 568, 3, 1), ('conv', 1, 64, 128, 282, 3, 1),
+        ('conv', 1, 128, 128, 280, 3, 1), ('conv', 1, 128, 256, 138, 3, 1), ('conv', 1, 256, 256, 136, 3, 1),
+        ('conv', 1, 256, 512, 66, 3, 1), ('conv', 1, 512, 512, 64, 3, 1), ('conv', 1, 512, 1024, 30, 3, 1),
+        ('conv', 1, 1024, 1024, 28, 3, 1), ('conv', 1, 1024, 512, 56, 2, 1), ('conv', 1, 1024, 512, 54, 3, 1),
+        ('conv', 1, 512, 512, 52, 3, 1), ('conv', 1, 512, 256, 104, 2, 1), ('conv', 1, 512, 256, 102, 3, 1),
+        ('conv', 1, 256, 256, 100, 3, 1), ('conv', 1, 256, 128, 200, 2, 1), ('conv', 1, 256, 128, 198, 3, 1),
+        ('conv', 1, 128, 128, 196, 3, 1), ('conv', 1, 128, 64, 392, 2, 1), ('conv', 1, 128, 64, 390, 3, 1),
+        ('conv', 1, 64, 64, 388, 3, 1), ('conv', 1, 64, 2, 388, 1, 1)],
+}
+
+
+# How far back a layer's history is replayed: layers before it until they have touched twice
+# the LLC's 4 MiB (what came earlier is, but for a few lines, gone from the L2 and the LLC).
+HISTORY_BYTES = 8 << 20
+
+
+def histories(shape: tuple) -> list[tuple[tuple, ...]]:
+    """What ran before `shape` in each binary that holds it, oldest first, as far back as
+    HISTORY_BYTES reaches (empty: it came first). The LLC keeps several small layers: RetinaNet's
+    2x2 heads find the weights the 4x4 heads four layers earlier left there."""
+    found = []
+    for order in BINARIES.values():
+        for n, layer in enumerate(order):
+            if layer != tuple(shape):
+                continue
+            start, touched = n, 0
+            while start > 0 and touched < HISTORY_BYTES:
+                start -= 1
+                touched += sum(_sizes(*order[start]))
+            found.append(tuple(order[start:n]))
+    if not found:
+        raise ValueError(f"{shape} is in no DOSA binary")
+    return found
+
+
+def _sizes(kind: str, batch: int, c: int, k: int, p: int, r: int, stride: int) -> tuple[int, int, int]:
+    """Bytes of the three buffers a layer uses (matmul: A, B, C; conv: input, weights, output)."""
     if kind == "mm":
-        return _HEAD + f"""
-static elem_t A[{p}][{c}] __attribute__((aligned(64)));
-static elem_t B[{c}][{k}] __attribute__((aligned(64)));
-static elem_t C[{p}][{k}] __attribute__((aligned(64)));
-static void layer(void) {{
-  tiled_matmul_auto({p}, {k}, {c}, (elem_t *)A, (elem_t *)B, NULL, (elem_t *)C, {c}, {k}, {k}, {k},
-                    MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, NO_ACTIVATION,
-                    ACC_SCALE_IDENTITY, 0, true, false, false, false, false, 0, WS);
-  gemmini_fence();
-}}
-AUTOCOMP_HARNESS_FN int main(void) {{
-  gemmini_flush(0);
-  layer();  /* the layer before it in the binary: same buffers */
-  AUTOCOMP_MEASURE_BEGIN();
-  layer();
-  AUTOCOMP_MEASURE_END();
-  return C[1][1] == 0 ? 0 : 2;  /* zero operands, zero product */
-}}
-"""
+        return p * c, c * k, p * k
     in_dim, pad = p * stride, r // 2
     out = (in_dim - r + 2 * pad) // stride + 1
-    return _HEAD + f"""
-static elem_t input[{batch}][{in_dim}][{in_dim}][{c}] __attribute__((aligned(64)));
-static elem_t weights[{r * r * c}][{k}] __attribute__((aligned(64)));
-static elem_t output[{batch * out * out}][{k}] __attribute__((aligned(64)));
-static void layer(void) {{
-  tiled_conv_auto({batch}, {in_dim}, {in_dim}, {c}, {k}, {out}, {out}, {stride}, 1, 1, {pad}, {r},
-                  false, false, false, false, false, (elem_t *)input, (elem_t *)weights, NULL,
-                  (elem_t *)output, NO_ACTIVATION, ACC_SCALE_IDENTITY, 0, 0, 0, WS);
-  gemmini_fence();
-}}
+    return batch * in_dim * in_dim * c, r * r * c * k, batch * out * out * k
+
+
+def _call(kind: str, batch: int, c: int, k: int, p: int, r: int, stride: int) -> str:
+    """One library call for the layer over the shared buffers X, Y, Z."""
+    if kind == "mm":
+        return (f"  tiled_matmul_auto({p}, {k}, {c}, X, Y, NULL, Z, {c}, {k}, {k}, {k},\n"
+                "                    MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, NO_ACTIVATION,\n"
+                "                    ACC_SCALE_IDENTITY, 0, true, false, false, false, false, 0, WS);\n"
+                "  gemmini_fence();\n")
+    in_dim, pad = p * stride, r // 2
+    out = (in_dim - r + 2 * pad) // stride + 1
+    return (f"  tiled_conv_auto({batch}, {in_dim}, {in_dim}, {c}, {k}, {out}, {out}, {stride}, 1, 1, {pad}, {r},\n"
+            "                  false, false, false, false, false, X, Y, NULL, Z,\n"
+            "                  NO_ACTIVATION, ACC_SCALE_IDENTITY, 0, 0, 0, WS);\n"
+            "  gemmini_fence();\n")
+
+
+# The caches as a DOSA binary found them before its first layer: none of its buffers in them
+# (FireSim loads the static buffers straight into DRAM, and the startup code of
+# gemmini-rocc-tests' bare-metal programs never writes them). Ours does: picolibc's crt0
+# zeroes .bss through the caches, leaving the buffers' last 4 MiB dirty in the L2 and the
+# LLC. So the host first reads a sweep buffer six times the LLC's size, one load per line:
+# with random replacement about e^-6 of the lines zeroing left behind survive.
+_COLD_START = r"""
+static volatile elem_t sweep[24 << 20] __attribute__((aligned(64)));
+static void start_cold(void) {
+  for (unsigned long i = 0; i < sizeof sweep; i += 64) (void)sweep[i];
+}
+"""
+
+
+def program(kind: str, batch: int, c: int, k: int, p: int, r: int, stride: int,
+            history: tuple[tuple, ...] = ()) -> str:
+    """Our program for one layer as one DOSA binary ran it: the layers before it (`history`,
+    oldest first; see histories()) run unmeasured over the same buffers from cold caches, then
+    the layer is timed. The operands are never written (zeros), as in DOSA's templates."""
+    shape = (kind, batch, c, k, p, r, stride)
+    sizes = [max(column) for column in zip(*(_sizes(*layer) for layer in (*history, shape)))]
+    warm = "".join(f"  /* {name(*layer)}, run before it in the binary */\n" + _call(*layer) for layer in history)
+    # The matmul template flushes the TLB before the timed call; the conv template fences.
+    sync = "gemmini_flush(0);" if kind == "mm" else "gemmini_fence();"
+    return _HEAD + _COLD_START + f"""
+static elem_t buffer_x[{sizes[0]}] __attribute__((aligned(64)));
+static elem_t buffer_y[{sizes[1]}] __attribute__((aligned(64)));
+static elem_t buffer_z[{sizes[2]}] __attribute__((aligned(64)));
+#define X ((elem_t *)buffer_x)
+#define Y ((elem_t *)buffer_y)
+#define Z ((elem_t *)buffer_z)
 AUTOCOMP_HARNESS_FN int main(void) {{
-  gemmini_fence();
-  layer();  /* the layer before it in the binary: same buffers */
+  start_cold();
+  gemmini_flush(0);
+{warm}  {sync}
   AUTOCOMP_MEASURE_BEGIN();
-  layer();
-  AUTOCOMP_MEASURE_END();
-  return output[1][1] == 0 ? 0 : 2;  /* zero operands, zero output */
+{_call(*shape)}  AUTOCOMP_MEASURE_END();
+  return buffer_z[{k + 1}] == 0 ? 0 : 2;  /* zero operands, zero result */
 }}
 """
+
+
+def programs(layer: tuple) -> list[str]:
+    """One program per history the layer had (usually one); see combine()."""
+    return [program(*layer[:7], history=history) for history in dict.fromkeys(histories(layer[:7]))]
+
+
+def combine(cycles: list[int]) -> float:
+    """A layer's modelled figure from its programs: each history's binary ran three times,
+    so the published median over all runs is the median over histories."""
+    return round(statistics.median(cycles))
 
 
 def name(kind: str, batch: int, c: int, k: int, p: int, r: int, stride: int) -> str:

@@ -265,10 +265,9 @@ async def main() -> int:
             lean[name], _ = await cycles(tc, "f2-" + name, "", work, program, dma_inflight=f2.LEAN_DMA_INFLIGHT)
         dosa_rows = []
         for layer in dosa.LAYERS:
-            shape = layer[:7]
-            c, _ = await cycles(tc, f"dosa-{len(dosa_rows)}", "", work,
-                                dosa.program(*shape))
-            dosa_rows.append((dosa.name(*shape), c, *layer[7:]))
+            runs = [(await cycles(tc, f"dosa-{len(dosa_rows)}-{n}", "", work, source))[0]
+                    for n, source in enumerate(dosa.programs(layer))]
+            dosa_rows.append((dosa.name(*layer[:7]), dosa.combine(runs), *layer[7:]))
         gemm_util, conv_util = [], []
         for m, k, n in shapes.GEMM_SHAPES:
             c, _ = await cycles(tc, f"autocomp-gemm-{m}x{k}x{n}", "", work, shapes.gemm_program(m, k, n))

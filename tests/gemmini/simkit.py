@@ -43,8 +43,11 @@ def run_c(
     timeout: float = 60,
     prelude: bool = True,
     measure_limit: int = 1,
+    memory_latency: tuple[int, int, int] | None = None,
 ) -> SimRun:
-    """Compile ``PRELUDE + body`` and run it; fails the test if it does not compile."""
+    """Compile ``PRELUDE + body`` and run it; fails the test if it does not compile.
+    ``memory_latency`` (DRAM, L2 hit, LLC hit) overrides the fitted latencies, as
+    bench/gemmini_calibrate.py does, for tests that need one resource to be the bottleneck."""
     src = tmp_path / "prog.c"
     src.write_text((PRELUDE if prelude else "") + body)
     elf = tmp_path / "prog.elf"
@@ -53,7 +56,8 @@ def run_c(
     async def go() -> SimRun:
         res = await tc.compile([str(src)], str(elf), str(tmp_path))
         assert res.ok, res.tail()
-        return await tc.run(str(elf), str(tmp_path), regions or {}, timeout=timeout, max_instructions=max_instructions, measure_limit=measure_limit)
+        return await tc.run(str(elf), str(tmp_path), regions or {}, timeout=timeout, max_instructions=max_instructions,
+                            measure_limit=measure_limit, memory_latency=memory_latency)
 
     return asyncio.run(go())
 

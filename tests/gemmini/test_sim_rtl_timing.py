@@ -1,6 +1,6 @@
 """Timing behaviour read from Gemmini's RTL (see sim/MODEL.md): a queued compute overlaps the
-next preload (about DIM cycles per pair, not 2*DIM); operands in the same scratchpad bank
-serialise; narrow move-outs are latency bound and ordered; the performance counters follow
+next preload (about DIM cycles per pair, not 2*DIM); short steps wait for the mesh's six tags;
+operands in the same scratchpad bank serialise; narrow move-outs are latency bound and ordered; the performance counters follow
 CounterFile semantics; depthwise loop_conv_ws computes the depthwise convolution."""
 
 from __future__ import annotations
@@ -462,3 +462,45 @@ def test_tiled_conv_auto_layouts_dilations_rotation_and_pooling(tmp_path):
     """Every flag the suite's convolution tests exercise, through tiled_conv_auto (and so
     loop_conv_ws), against a CPU convolution written here."""
     assert_ok(run_c(tmp_path, CONV_FLAGS, max_instructions=200_000_000))
+
+
+SHORT_STEPS = r"""
+#define STEPS 512
+static elem_t A[DIM][DIM] row_align(1), W[DIM][DIM] row_align(1);
+/* STEPS weight-stationary steps of `rows` rows on resident weights: each a preload that only
+   names the output (garbage weights) and a compute on `rows` rows of A. */
+#define STEP(rows) do { \
+    gemmini_extended_preload(GARBAGE_ADDR, (1u << 31) | (1u << 30), DIM, DIM, DIM, rows); \
+    gemmini_extended_compute_accumulated(0, GARBAGE_ADDR, DIM, rows, DIM, DIM); } while (0)
+static uint64_t timed(int rows) {
+  uint64_t t0 = read_cycles();
+  for (int k = 0; k < STEPS; k += 4) { STEP(rows); STEP(rows); STEP(rows); STEP(rows); }
+  gemmini_fence();
+  return read_cycles() - t0;
+}
+AUTOCOMP_HARNESS_FN int main(void) {
+  gemmini_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0);
+  gemmini_config_ld(DIM);
+  gemmini_mvin(A, 0); gemmini_mvin(W, BANK_ROWS);
+  gemmini_preload(BANK_ROWS, (1u << 31));
+  gemmini_compute_preloaded(0, GARBAGE_ADDR);
+  gemmini_fence();
+  uint64_t full = timed(DIM), short4 = timed(4);
+  printf("16-row steps %llu, 4-row steps %llu\n", (unsigned long long)full, (unsigned long long)short4);
+  /* DIM-row steps stream back to back: the tags are never the limit. */
+  CHECK(full < STEPS * DIM * 9 / 8, "16-row steps took %llu cycles", (unsigned long long)full);
+  /* 4-row steps: at most 6 in the mesh, each there 4 + 2*DIM+1 cycles and its tag free one
+     cycle later, so one starts every (4 + 34) / 6 = 6.3 cycles, not every 4. */
+  CHECK(short4 >= STEPS * 6, "4-row steps took %llu cycles: faster than the mesh's 6 tags allow",
+        (unsigned long long)short4);
+  CHECK(short4 < STEPS * 7, "4-row steps took %llu cycles", (unsigned long long)short4);
+  return failures;
+}
+"""
+
+
+def test_short_steps_wait_for_the_meshs_six_tags(tmp_path):
+    """MeshWithDelays.scala: a step holds one of tagqlen = 6 tags from entering the mesh until
+    its last result row leaves, so short steps cannot issue every `rows` cycles."""
+    run = run_c(tmp_path, SHORT_STEPS)
+    assert_ok(run)

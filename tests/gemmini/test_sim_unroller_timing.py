@@ -3,6 +3,8 @@
 - LoopConv computes a row of output pixels DIM pixels at a time, and the last step takes only
   the pixels left (LoopConv.scala LoopConvExecute: I = min(block_size, ocols - ocol)), which
   ExecuteController streams in max(rows, 4) cycles: 17 columns cost 16 + 4 rows, not 2 x 16;
+- a row narrower than DIM is one short step, and a run of short steps waits for the mesh's six
+  tags (MeshWithDelays.scala tagqlen), so 4-pixel rows are not twice as fast as 8-pixel rows;
 - LoopMatmul's loaders, execute unroller and store unroller are separate state machines
   (LoopMatmul.scala LdA / LdB / Ex / StC), so the next tile's move-ins are issued while this
   tile computes, and a call's time is not the sum of its load and execute time;
@@ -75,6 +77,15 @@ def test_conv_last_column_step_takes_only_the_pixels_left(tmp_path):
     # (+25%); charging the last step a full 16 rows would double it, as 32 columns do.
     assert 1.15 < seventeen / sixteen < 1.45, (sixteen, seventeen, thirty_two)
     assert 1.8 < thirty_two / sixteen < 2.2, (sixteen, seventeen, thirty_two)
+
+
+def test_conv_rows_of_four_pixels_wait_for_mesh_tags(tmp_path):
+    # Rows narrower than DIM are one step each: 8 steps per weight block, the first DIM rows
+    # (the weights shift in). 8 pixels: 16 + 7 x 8 = 72 cycles. 4 pixels would be 16 + 7 x 4 =
+    # 44, but a 4-row step keeps its mesh tag 4 + 2*DIM+1 + 1 cycles and there are 6 tags
+    # (MeshWithDelays.scala tagqlen), so the run takes 58.
+    four, eight = (_one_by_one(tmp_path, c) for c in (4, 8))
+    assert 0.74 < four / eight < 0.88, (four, eight)
 
 
 # One tiled_matmul_auto over a BERT-sized GEMM (128 x 768 x 768, one of the DOSA layers): 20

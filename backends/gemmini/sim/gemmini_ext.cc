@@ -34,6 +34,7 @@
 #include "riscv/simif.h"
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <cstdarg>
 #include <cstdint>
@@ -727,10 +728,11 @@ class gemmini_t : public extension_t {
   void print_memory_stats(const char* when) {
     if (print_stats)
       std::fprintf(stderr, "gemmini stats (%s): l2 hits %llu misses %llu writebacks %llu, llc hits %llu misses %llu, "
-                   "dma read requests %llu write requests %llu\n", when,
+                   "dma read requests %llu write requests %llu, hardware loops %llu, mesh tag wait cycles %llu\n", when,
                    (unsigned long long)l2_hits, (unsigned long long)l2_misses, (unsigned long long)l2_writebacks,
                    (unsigned long long)llc_hits, (unsigned long long)llc_misses,
-                   (unsigned long long)dma_read_reqs, (unsigned long long)dma_write_reqs);
+                   (unsigned long long)dma_read_reqs, (unsigned long long)dma_write_reqs,
+                   (unsigned long long)loop_count, (unsigned long long)mesh_tag_wait_cycles);
   }
   void write_report() {
     print_memory_stats("report");
@@ -972,8 +974,9 @@ class gemmini_t : public extension_t {
 
   // FireSim's last-level cache model (FASED LastLevelCache.scala), under the memory bus: a
   // timing-only cache of LLC_SETS x LLC_WAYS blocks of LLC_BLOCK_BYTES, random replacement, one request
-  // at a time through its state machine (tag access, then one cycle per data beat), at most
-  // LLC_MSHRS refills in flight. Requests are taken in order: one to a set with a refill in
+  // at a time through its state machine (tag access, then one cycle per data beat; a miss's
+  // refill takes it again, for the block's beats, when DRAM answers), at most LLC_MSHRS
+  // refills in flight. Requests are taken in order: one to a set with a refill in
   // flight waits for it and holds every request behind it (the read queue's head blocks), and
   // with no free MSHR nothing is taken, hits included. A write of less than a block that
   // misses refills the block from DRAM first (write-triggered refill); a dirty victim is
@@ -1015,19 +1018,22 @@ class gemmini_t : public extension_t {
       if (e < free_at) free_at = e, m = i;
     }
     d = free_at;
-    uint64_t busy = 1 + LLC_LINE_BEATS;  // tag access, then the request's data beats
     int way = -1;
     for (int w = 0; w < (int)LLC_WAYS; w++)
       if (tag[w] == block) way = w;
     const bool hit = way >= 0;
+    // Now: the metadata access (llc_r_mdaccess / llc_w_mdaccess, one cycle), then a hit's
+    // read beats or a write's data beats (llc_r_daccess / llc_w_daccess), and a dirty
+    // victim's writeback beats (llc_r_wb / llc_w_wb). A read miss ends its turn after the
+    // metadata access: its data comes with the refill.
+    uint64_t busy = 1 + ((hit || write) ? LLC_LINE_BEATS : 0);
     if (!hit) {
       for (int w = 0; w < (int)LLC_WAYS && way < 0; w++)
         if (!tag[w]) way = w;
       if (way < 0) {
         way = (int)(next_random(llc_rng) % LLC_WAYS);
-        if (llc_dirty[set * LLC_WAYS + way]) busy += LLC_BLOCK_BEATS;  // the writeback's beats
+        if (llc_dirty[set * LLC_WAYS + way]) busy += LLC_BLOCK_BEATS;
       }
-      busy += LLC_BLOCK_BEATS;  // the refill's beats into the data array
     }
     d = llc_state.reserve(d, busy);
     head = d;
@@ -1037,13 +1043,16 @@ class gemmini_t : public extension_t {
       if (write) llc_dirty[set * LLC_WAYS + way] = 1;
     } else {
       llc_misses++;
-      const uint64_t refilled = d + dram_latency;
-      llc_mshr[m].book(d, refilled);
+      // Later: DRAM's answer takes the state machine for the block's beats (llc_refill, which
+      // has priority over new requests in llc_idle); a read's data leaves with its first beat,
+      // and the MSHR is free from then on (refill_start clears acq_in_flight).
+      const uint64_t refill = llc_state.reserve(d + dram_latency, LLC_BLOCK_BEATS);
+      llc_mshr[m].book(d, refill);
       tag[way] = block;
       fill_start[way] = d;
-      fill[way] = refilled;
+      fill[way] = refill;
       llc_dirty[set * LLC_WAYS + way] = write;
-      if (!write) answer = refilled;
+      if (!write) answer = refill;
     }
     return answer;
   }
@@ -1524,6 +1533,44 @@ class gemmini_t : public extension_t {
   };
   MulStep last_mul;
   uint64_t exq_steps_paired = 0;
+  // When each of the last MESH_TAGS_IN_FLIGHT mesh steps frees its tag (MeshWithDelays'
+  // tag queue; steps leave the mesh in the order they entered, so a ring is exact).
+  uint64_t mesh_tag_free[MESH_TAGS_IN_FLIGHT] = {};
+  uint64_t mesh_tags_taken = 0, mesh_tag_wait_cycles = 0;
+  uint64_t mesh_tag_ready(uint64_t t) {  // earliest start at or after t with a free tag
+    const uint64_t f = mesh_tag_free[mesh_tags_taken % MESH_TAGS_IN_FLIGHT];
+    if (f > t) { mesh_tag_wait_cycles += f - t; return f; }
+    return t;
+  }
+  // Cycles one weight block of loop_conv takes in steady state: a DIM-row step (the new
+  // weights shift in) then n - 1 steps of r rows, each step waiting for its row slot and for
+  // the tag of the step six back. Three blocks are run through the ring; the third's length
+  // is the answer (the first two settle it). Long blocks are settled by their own length.
+  std::map<std::pair<uint64_t, uint64_t>, uint64_t> tagged_blocks;
+  uint64_t mesh_tagged_block(uint64_t n, uint64_t r) {
+    auto key = std::make_pair(n, r);
+    auto hit = tagged_blocks.find(key);
+    if (hit != tagged_blocks.end()) return hit->second;
+    const uint64_t blocks = n > 4096 ? 1 : 3, F = MESH_FILL_LATENCY + 1;
+    uint64_t ring_end[MESH_TAGS_IN_FLIGHT] = {}, t = 0, k = 0, block_start = 0;
+    for (uint64_t b = 0; b < blocks; b++) {
+      block_start = t;
+      for (uint64_t i = 0; i < n; i++, k++) {
+        const uint64_t rows = i == 0 ? (uint64_t)DIM : r;
+        uint64_t& slot = ring_end[k % MESH_TAGS_IN_FLIGHT];
+        if (k >= MESH_TAGS_IN_FLIGHT && slot > t) t = slot;
+        slot = t + rows + F;
+        t += rows;
+      }
+    }
+    const uint64_t cycles = t - block_start;
+    tagged_blocks.emplace(key, cycles);
+    return cycles;
+  }
+  void mesh_tag_take(uint64_t results_out) { mesh_tag_free[mesh_tags_taken++ % MESH_TAGS_IN_FLIGHT] = results_out + 1; }
+  void mesh_tag_extend(uint64_t results_out) {  // the last step grew (a preload joined it)
+    mesh_tag_free[(mesh_tags_taken - 1) % MESH_TAGS_IN_FLIGHT] = results_out + 1;
+  }
 
   void preload(uint64_t rs1, uint64_t rs2) {
     cur = "preload";
@@ -1574,13 +1621,15 @@ class gemmini_t : public extension_t {
         q.free_at = end;
         q.retire(end);
         last_mul.finish(*this, end);
+        mesh_tag_extend(end + MESH_FILL_LATENCY + last_mul.drain);
         for (uint32_t r = 0; r < phys_rows; r++)
           if (end > sp_r[bd.addr.row + r]) sp_r[bd.addr.row + r] = end;
         exq_steps_paired++;
       } else {
         uint64_t cost = (!ws || d_key >= 0) ? (uint64_t)DIM : (uint64_t)WS_MIN_STEP_ROWS;
-        uint64_t s = start_after(q, t);
+        uint64_t s = mesh_tag_ready(start_after(q, t));
         cost += port_stall(d_key, -1, -1, s, cost);
+        mesh_tag_take(s + cost + MESH_FILL_LATENCY);
         note_step(s, s + cost, d_key, -1, -1);
         for (uint32_t r = 0; r < phys_rows; r++)
           if (s + cost > sp_r[bd.addr.row + r]) sp_r[bd.addr.row + r] = s + cost;
@@ -1644,7 +1693,7 @@ class gemmini_t : public extension_t {
         uint64_t busy = c.addr.acc ? acc_r[row] : sp_r[row];
         if (busy > t) t = busy;
       }
-      uint64_t s = start_after(q, t);
+      uint64_t s = mesh_tag_ready(start_after(q, t));
       // One step of total_rows rows (see preload); the transposer path always streams DIM rows.
       uint64_t rows = DIM;
       if (ws && !ex.a_transpose) {
@@ -1673,6 +1722,7 @@ class gemmini_t : public extension_t {
         else { sp_w[row] = ready; sp_touched[row] = 1; }
       }
       occupy(q, s, cost, ready);
+      mesh_tag_take(ready);
       note_step(s, s + cost, a_key, b_key, -1);
       last_mul = MulStep{true, s, cost, rows, a_key, b_key, a.addr.row, a_phys, ex.a_stride,
                          bd.addr.garbage ? 0u : bd.addr.row, bd_phys,
