@@ -19,7 +19,8 @@ bench prints, per set, the geometric mean of model / FireSim, the geometric spre
 RMS log ratio), how many figures lie within +-15%, and the error of the pair's ratio. Chosen
 (timing_params.h): the point that keeps both programs of the pair, their ratio and the F2
 runs' ratios (fidelity.py prints them) within 15%, puts the most DOSA layers within 15%, and
-then has the smallest DOSA spread.
+then has the smallest DOSA spread (spreads within 0.5% of each other tie; the smaller pair
+error breaks the tie).
 """
 
 from __future__ import annotations
