@@ -187,12 +187,18 @@ def histories(shape: tuple) -> list[tuple[tuple, ...]]:
     return found
 
 
+def _conv_dims(p: int, r: int, stride: int) -> tuple[int, int, int]:
+    """Input rows, padding and output rows as DOSA's extract_data_csv.py / conv_tilings.c set
+    them: input = output x stride, padding kernel/2, output from the usual formula."""
+    in_dim, pad = p * stride, r // 2
+    return in_dim, pad, (in_dim - r + 2 * pad) // stride + 1
+
+
 def _sizes(kind: str, batch: int, c: int, k: int, p: int, r: int, stride: int) -> tuple[int, int, int]:
     """Bytes of the three buffers a layer uses (matmul: A, B, C; conv: input, weights, output)."""
     if kind == "mm":
         return p * c, c * k, p * k
-    in_dim, pad = p * stride, r // 2
-    out = (in_dim - r + 2 * pad) // stride + 1
+    in_dim, _, out = _conv_dims(p, r, stride)
     return batch * in_dim * in_dim * c, r * r * c * k, batch * out * out * k
 
 
@@ -203,8 +209,7 @@ def _call(kind: str, batch: int, c: int, k: int, p: int, r: int, stride: int) ->
                 "                    MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, NO_ACTIVATION,\n"
                 "                    ACC_SCALE_IDENTITY, 0, true, false, false, false, false, 0, WS);\n"
                 "  gemmini_fence();\n")
-    in_dim, pad = p * stride, r // 2
-    out = (in_dim - r + 2 * pad) // stride + 1
+    in_dim, pad, out = _conv_dims(p, r, stride)
     return (f"  tiled_conv_auto({batch}, {in_dim}, {in_dim}, {c}, {k}, {out}, {out}, {stride}, 1, 1, {pad}, {r},\n"
             "                  false, false, false, false, false, X, Y, NULL, Z,\n"
             "                  NO_ACTIVATION, ACC_SCALE_IDENTITY, 0, 0, 0, WS);\n"
