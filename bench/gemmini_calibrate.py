@@ -40,7 +40,7 @@ import gemmini_dosa_layers as dosa  # noqa: E402
 import gemmini_fidelity as fidelity  # noqa: E402
 import gemmini_firesim_f2 as f2  # noqa: E402
 
-DEFAULT_GRID = [(80, 45, 50), (80, 40, 50), (80, 50, 50), (60, 40, 50), (50, 40, 50)]
+DEFAULT_GRID = [(50, 35, 50), (50, 40, 50), (50, 45, 50), (50, 40, 40), (80, 45, 50)]
 
 
 def programs() -> list[tuple[str, str, float, int | None, str]]:
@@ -99,7 +99,7 @@ async def main() -> int:
             for group in ("pair", "DOSA", "F2"):
                 ratios = [ratio for g, _, ratio in results if g == group]
                 mean, spread, within = dosa.summary(ratios)
-                line.append(f"{group}: mean {mean:.3f} spread x{spread:.2f} within 15% {within}/{len(ratios)} |")
+                line.append(f"{group}: mean {mean:.3f} spread x{spread:.3f} within 15% {within}/{len(ratios)} |")
             by_name = {name: ratio for _, name, ratio in results}
             ratio_error = by_name["pair 'after'"] / by_name["pair 'before'"] - 1
             line.append(f"pair ratio error {ratio_error:+.1%}")

@@ -16,9 +16,11 @@ branch ``dosa`` at 959b23f, ``gemmini-data-collection``):
   optimisations; FASED DDR3 FR-FCFS memory with a 4 MiB LLC model.
 - Templates ``conv_tilings.c`` / ``matmul_tilings.c``: one ``tiled_conv_auto_inner`` /
   ``tiled_matmul_auto_inner`` call (Gemmini's tile heuristic, WS) timed with rdcycle between
-  fences; inputs never written (zeros), no bias, padding kernel/2, input rows = output rows x
-  stride (``layers/extract_data_csv.py``); a layer with one output column and a 1x1 kernel is a
-  matmul I=P, K=C, J=K.
+  fences (the tile search included); inputs never written (zeros), no bias, padding kernel/2,
+  input rows = output rows x stride (``layers/extract_data_csv.py``); a layer with one output
+  column and a 1x1 kernel is a matmul I=P, K=C, J=K. That branch's library predates operand
+  reuse (no scratchpad region ids in its loop calls), so our programs define
+  GEMMINI_NO_OPERAND_REUSE.
 - The layers of a network run one after another in one binary over the same static buffers
   (conv_tilings.c: input, weights_mat, output_mat; matmul_tilings.c: full_A, full_B,
   full_C), convolutions and matmuls in separate binaries, in the order of the network's CSV
@@ -120,6 +122,7 @@ LAYERS = [
 
 _HEAD = r"""
 #define GEMMINI_NO_FIRST_LAYER_OPTIMIZATIONS
+#define GEMMINI_NO_OPERAND_REUSE
 #include "gemmini.h"
 #include "autocomp_harness.h"
 """

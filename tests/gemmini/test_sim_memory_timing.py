@@ -208,3 +208,41 @@ def test_loads_booked_after_later_stores_are_not_held_back_by_them(tmp_path):
         cycles[second] = run.cycles
     computes = 4 * 4 * 64 * 16
     assert cycles[1] - cycles[0] < computes * 1.04, cycles
+
+
+# 4 KiB (64 lines) moved in twice: just written by the host (dirty in its L1), then again (the
+# first move-in's probes left clean copies there). Each measured region is the move-ins and a
+# fence.
+PROBES = r"""
+static elem_t buf[64 * 64] __attribute__((aligned(64)));
+AUTOCOMP_HARNESS_FN static void move_in(void) {
+  AUTOCOMP_MEASURE_BEGIN();
+  gemmini_extended3_config_ld(64, MVIN_SCALE_IDENTITY, false, 0);
+  for (int r = 0; r < 64; r += 16) gemmini_extended_mvin(&buf[r * 64], r * 4, 64, 16);
+  gemmini_fence();
+  AUTOCOMP_MEASURE_END();
+}
+AUTOCOMP_HARNESS_FN int main(void) {
+  for (int i = 0; i < 64 * 64; i++) buf[i] = (elem_t)i;
+  move_in();
+  move_in();
+  return 0;
+}
+"""
+
+
+def test_dma_reads_of_lines_the_host_holds_wait_for_its_l1_to_be_probed(tmp_path):
+    """The inclusive L2 probes the host's L1 before answering a DMA read of a line the L1
+    holds, one probe at a time in the L1 (rocket DCache.scala release_state): a dirty line
+    sends its 4 beats back, a clean one a single ack. So data the host has just written reaches
+    the accelerator more slowly than data it has only read (FireSim F2: tiled_matmul_ws 64^3,
+    whose inputs the host fills just before, 2,597 cycles)."""
+    run = run_c(tmp_path, PROBES, measure_limit=2, host_dcache=True)
+    assert_ok(run)
+    dirty, clean = run.region_cycles
+    per_dirty = timing_param("L1_PROBE_CYCLES") + 64 // 16
+    per_clean = timing_param("L1_PROBE_CYCLES") + 1
+    # the 64 probes follow one another: the lines cannot all be back sooner
+    assert dirty >= 64 * per_dirty and clean >= 64 * per_clean, (dirty, clean)
+    # and the dirty lines' data beats make their probes longer
+    assert dirty - clean >= 0.7 * 64 * (per_dirty - per_clean), (dirty, clean)

@@ -154,9 +154,15 @@ GEMMINI_LIB_FN void tiled_matmul_auto(size_t dim_I, size_t dim_J, size_t dim_K,
   gemmini_extended3_config_ld(repeating_bias ? 0 : stride_D * sizeof_D, MVIN_SCALE_IDENTITY, low_D, 2);
 
   /* An operand whose tiles all fit (at most two K steps) stays in its own scratchpad region
-   * and is not moved in again, as Gemmini's library does (a_reuse / b_reuse). */
+   * and is not moved in again, as Gemmini's library does (a_reuse / b_reuse; see
+   * GEMMINI_NO_OPERAND_REUSE in tiled_conv below). */
   const size_t nI0 = (I + tI - 1) / tI, nJ0 = (J + tJ - 1) / tJ, nK0 = (K + tK - 1) / tK;
+#ifdef GEMMINI_NO_OPERAND_REUSE
+  const bool a_reuse = false, b_reuse = false;
+  (void)nI0; (void)nJ0;
+#else
   const bool a_reuse = nI0 * nK0 <= 2, b_reuse = nJ0 * nK0 <= 2;
+#endif
   for (size_t i0 = 0; i0 < I; i0 += tI) {
     const size_t ni = I - i0 < tI ? I - i0 : tI;
     for (size_t j0 = 0; j0 < J; j0 += tJ) {
@@ -214,16 +220,18 @@ GEMMINI_LIB_FN void tiled_matmul(size_t dim_I, size_t dim_J, size_t dim_K,
  * the bias, the last one moves the tile out. */
 struct gemmini_conv_tile { int batches, porows, pocols, pochs, krows, kcols, kchs; };
 
-GEMMINI_LIB_FN void gemmini_conv_tile_rows(const struct gemmini_conv_tile *t, int stride, int input_dilation,
-                                           int kernel_dilation, int pool_size, int pool_stride,
-                                           int *spad_rows, int *acc_rows) {
-  const int orows = t->porows * pool_stride + pool_size - 1, ocols = t->pocols * pool_stride + pool_size - 1;
-  const int dkr = t->krows + (kernel_dilation - 1) * (t->krows - 1), dkc = t->kcols + (kernel_dilation - 1) * (t->kcols - 1);
+/* Rows a candidate tile d = {batches, pooled rows, pooled cols, output channels, kernel rows,
+ * kernel cols, input channels} needs in the scratchpad (input and weight tiles) and in the
+ * accumulator (the output tile). */
+GEMMINI_LIB_FN void gemmini_conv_tile_rows(const int d[7], int stride, int input_dilation, int kernel_dilation,
+                                           int pool_size, int pool_stride, int *spad_rows, int *acc_rows) {
+  const int orows = d[1] * pool_stride + pool_size - 1, ocols = d[2] * pool_stride + pool_size - 1;
+  const int dkr = d[4] + (kernel_dilation - 1) * (d[4] - 1), dkc = d[5] + (kernel_dilation - 1) * (d[5] - 1);
   int irows = orows * stride + dkr - 1, icols = ocols * stride + dkc - 1;
   if (input_dilation > 1) { irows = (irows + 1) / 2; icols = (icols + 1) / 2; }
-  const int kch_blocks = (t->kchs + DIM - 1) / DIM, och_blocks = (t->pochs + DIM - 1) / DIM;
-  *spad_rows = t->batches * irows * icols * kch_blocks + t->krows * t->kcols * t->kchs * och_blocks;
-  *acc_rows = t->batches * orows * ocols * och_blocks;
+  const int kch_blocks = (d[6] + DIM - 1) / DIM, och_blocks = (d[3] + DIM - 1) / DIM;
+  *spad_rows = kch_blocks * d[0] * irows * icols + och_blocks * d[5] * d[4] * d[6];
+  *acc_rows = och_blocks * d[0] * orows * ocols;
 }
 
 /* Tile sizes the way Gemmini's library picks them for tiled_conv_auto: start from the whole
@@ -232,15 +240,20 @@ GEMMINI_LIB_FN void gemmini_conv_tile_rows(const struct gemmini_conv_tile *t, in
  * batches, rows, columns, output channels, kernel rows, kernel columns, input channels), leaving
  * the output columns alone once they are at most DIM while there is more than one output row,
  * and taking channels down to the multiple of DIM below (never under 1); then widen the output
- * columns, then grow every dimension by one in turn, as long as the tile still fits. */
+ * columns, then grow every dimension by one in turn, as long as the tile still fits.
+ *
+ * The search does the library's host work as well as reaching its answer: every trial is a
+ * fresh copy of the tile, sized for each memory in turn. A tiled_conv_auto call spends most of
+ * its host time here (hundreds of thousands of cycles for deep 1x1 layers, which the DOSA
+ * FireSim figures include), so a leaner search would make the library look faster than it is. */
 GEMMINI_LIB_FN int gemmini_conv_tile_fits(const int d[7], int stride, int input_dilation, int kernel_dilation,
                                           int pool_size, int pool_stride) {
-  const struct gemmini_conv_tile t = {d[0], d[1], d[2], d[3], d[4], d[5], d[6]};
   int sp, acc;
-  gemmini_conv_tile_rows(&t, stride, input_dilation, kernel_dilation, pool_size, pool_stride, &sp, &acc);
+  gemmini_conv_tile_rows(d, stride, input_dilation, kernel_dilation, pool_size, pool_stride, &sp, &acc);
   return sp <= BANK_NUM * BANK_ROWS / 2 && acc <= ACC_ROWS / 2;
 }
 
+/* Chosen at run time (noipa), as gemmini_choose_tiles. */
 GEMMINI_LIB_FN __attribute__((noipa)) struct gemmini_conv_tile gemmini_choose_conv_tile(int batch_size, int pool_rows, int pool_cols,
                                                                 int in_channels, int out_channels, int kernel_dim,
                                                                 int stride, int input_dilation, int kernel_dilation,
@@ -264,17 +277,17 @@ GEMMINI_LIB_FN __attribute__((noipa)) struct gemmini_conv_tile gemmini_choose_co
       d[pick]--;
     }
   }
-  while (d[COLS] < whole[COLS]) {
-    d[COLS]++;
-    if (!GEMMINI_TILE_FITS(d)) { d[COLS]--; break; }
+  for (int widened = 1; widened;) {
+    int trial[7] = {d[0], d[1], d[2], d[3], d[4], d[5], d[6]};
+    widened = ++trial[COLS] <= whole[COLS] && GEMMINI_TILE_FITS(trial);
+    if (widened) d[COLS] = trial[COLS];
   }
   for (int grew = 1; grew;) {
     grew = 0;
     for (int i = 0; i < 7; i++) {
-      if (d[i] >= whole[i]) continue;
-      d[i]++;
-      if (GEMMINI_TILE_FITS(d)) grew = 1;
-      else d[i]--;
+      int trial[7] = {d[0], d[1], d[2], d[3], d[4], d[5], d[6]};
+      if (++trial[i] > whole[i]) continue;
+      if (GEMMINI_TILE_FITS(trial)) { d[i] = trial[i]; grew = 1; }
     }
   }
 #undef GEMMINI_TILE_FITS
@@ -370,6 +383,23 @@ GEMMINI_LIB_FN void tiled_conv_stride_auto(int batch_size, int in_row_dim, int i
   gemmini_extended_config_st(trans_output_1203 ? batch_size * out_channels : out_stride, act, scale);
   gemmini_extended3_config_ex(WEIGHT_STATIONARY, 0, 0, 0, input_dilation, stride, trans_input_3120, trans_weight_0132, false);
   const acc_t *bias_base = no_bias ? (const acc_t *)(uintptr_t)1 : bias;  /* any non-NULL pointer: "start the tile" */
+  /* Operand reuse, as Gemmini's library has done since 2023 (gemmini-rocc-tests "add operand
+   * reuse functionality"): when the weights of the whole layer come in at most two tiles (or
+   * the input in at most two), each stays in its own scratchpad region (ids 1 and 2) and later
+   * calls pass NULL instead of moving it in again (tiled_matmul_auto does the same). A program
+   * that defines GEMMINI_NO_OPERAND_REUSE before gemmini.h gets the library from before it, for
+   * both (the DOSA artifact's gemmini-rocc-tests branch has neither). */
+  const int n_kch = (in_channels + t.kchs - 1) / t.kchs, n_poch = (out_channels + t.pochs - 1) / t.pochs;
+  const int n_krow = (kernel_dim + t.krows - 1) / t.krows, n_kcol = (kernel_dim + t.kcols - 1) / t.kcols;
+  const int n_b = (batch_size + t.batches - 1) / t.batches, n_porow = (prow_dim + t.porows - 1) / t.porows;
+  const int n_pocol = (pcol_dim + t.pocols - 1) / t.pocols;
+#ifdef GEMMINI_NO_OPERAND_REUSE
+  const bool b_reuse = false, a_reuse = false;
+  (void)n_poch; (void)n_b; (void)n_porow; (void)n_pocol;
+#else
+  const bool b_reuse = n_kch * n_poch * n_krow * n_kcol <= 2;
+  const bool a_reuse = n_kch * n_krow * n_kcol * n_b * n_porow * n_pocol <= 2;
+#endif
   for (int b = 0; b < batch_size; b += t.batches)
     for (int porow = 0; porow < prow_dim; porow += t.porows) {
       const int orow = porow * pool_stride - pool_padding;
@@ -420,13 +450,17 @@ GEMMINI_LIB_FN void tiled_conv_stride_auto(int batch_size, int in_row_dim, int i
                     nkch, nkc, trans_output_1203 || trans_input_3120 || trans_weight_1203 || trans_weight_0132 ||
                                    wrot180 || input_dilated || kernel_dilation > 1);
                 const int tile_orows_in = tile_orows - pupad - pdpad, tile_ocols_in = tile_ocols - plpad - prpad;
+                const int a_id = a_reuse ? (kch + krow + kcol + b + porow + pocol == 0 ? 1 : 2) : 0;
+                const int b_id = b_reuse ? (kch + poch + krow + kcol == 0 ? 1 : 2) : 0;
+                if (b_reuse && pocol + porow + b > 0) w = NULL;
+                if (a_reuse && poch > 0) in = NULL;
                 gemmini_loop_conv_ws(batch_size, in_row_dim, in_col_dim, in_channels, out_channels, out_row_dim, out_col_dim,
                                      prow_dim, pcol_dim, stride, padding, kernel_dim, kernel_dilation,
                                      pool_size, pool_stride, pool_padding, nb, npr, npc, noc, nkr, nkc, nkch,
                                      lpad, rpad, upad, dpad, plpad, prpad, pupad, pdpad, tile_orows_in, tile_ocols_in,
                                      w, out, bias_, in, no_bias, no_pool, false, wrot180, input_dilated, act,
                                      trans_output_1203, trans_weight_1203, trans_weight_0132, trans_input_3120, pixels_per_row,
-                                     in_stride, weight_stride, out_stride, false, 0, 0);
+                                     in_stride, weight_stride, out_stride, false, a_id, b_id);
               }
             }
           }

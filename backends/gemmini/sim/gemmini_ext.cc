@@ -275,7 +275,8 @@ template struct private_access<proc_sim_tag, &processor_t::sim>;
 
 enum HostClass { HC_LOAD, HC_STORE, HC_BRANCH, HC_MUL, HC_DIV };
 enum AddrForm { AF_NONE, AF_I, AF_S, AF_CLW, AF_CLD, AF_CLWSP, AF_CLDSP, AF_CSWSP, AF_CSDSP,
-                AF_MUL, AF_MULH, AF_MULW };  // the last three: multiplies (operand rs1 passed)
+                AF_MUL, AF_MULH, AF_MULW,  // multiplies (operand rs1 passed)
+                AF_DIV, AF_DIVU, AF_DIVW, AF_DIVUW };  // divides and remainders (cycles passed)
 struct HostWrap { insn_func_t orig; HostClass cls; AddrForm form; };
 constexpr int MAX_HOST_WRAPS = 128;
 HostWrap g_wraps[MAX_HOST_WRAPS];
@@ -301,6 +302,36 @@ inline uint64_t host_addr(AddrForm f, processor_t* p, insn_t insn) {
   }
 }
 void host_charge(const HostWrap& w, uint64_t addr, reg_t pc, reg_t next, insn_t insn);
+// Extra cycles (beyond the instruction's own) a divide or remainder holds Rocket's iterative
+// divider (rocket/Multiplier.scala MulDiv; Chipyard's big core: divUnroll 1, divEarlyOut, the
+// default divEarlyOutGranularity 1). A request with a negative signed operand first spends a
+// cycle in s_neg_inputs. In s_div the unit does one quotient bit per cycle until its counter
+// reaches 64 (32-bit operations run on sign- or zero-extended 64-bit operands); in the first
+// cycle the early-out jumps the counter to eOutPos = ~(dividendMSB - divisorMSB) (6 bits) when
+// that is at least 1, skipping the dividend's leading zeros; a zero divisor gets no early-out.
+// So s_div takes 66 - eOutPos cycles (65 without the early-out): a small dividend over a small
+// divisor costs a handful, not 64. A negative result adds s_neg_output, and the response is
+// written back like a multiply's (MUL_RESPONSE_CYCLES).
+inline uint64_t div_extra_cycles(AddrForm form, bool rem, uint64_t a, uint64_t b) {
+  const bool w32 = form == AF_DIVW || form == AF_DIVUW, is_signed = form == AF_DIV || form == AF_DIVW;
+  if (w32) {
+    a = is_signed ? (uint64_t)(int64_t)(int32_t)(uint32_t)a : (uint64_t)(uint32_t)a;
+    b = is_signed ? (uint64_t)(int64_t)(int32_t)(uint32_t)b : (uint64_t)(uint32_t)b;
+  }
+  const bool lneg = is_signed && (int64_t)a < 0, rneg = is_signed && (int64_t)b < 0;
+  const uint64_t dividend = lneg ? 0 - a : a, divisor = rneg ? 0 - b : b;
+  auto msb = [](uint64_t v) -> uint64_t { return v == 0 ? 0 : 63 - (uint64_t)__builtin_clzll(v); };
+  uint64_t start = 1;  // the counter after the first s_div cycle
+  if (divisor != 0) {
+    const uint64_t pos = ~(msb(dividend) - msb(divisor)) & 63;
+    if (pos >= 1) start = pos;
+  }
+  const uint64_t s_div = 1 + (64 - start) + 1;
+  // A negative result: div when the signs differ (not for a zero divisor), rem when the
+  // dividend is negative (Multiplier.scala neg_out).
+  const bool neg_out = rem ? lneg : (lneg != rneg && divisor != 0);
+  return (lneg || rneg ? 1 : 0) + s_div + (neg_out ? 1 : 0) - 1 + MUL_RESPONSE_CYCLES;
+}
 // Cycles Rocket's iterative multiplier (rocket/Multiplier.scala, MulDivParams mulUnroll 8,
 // mulEarlyOut) spends in s_mul for a multiply whose multiplier operand (rs1) is `lhs`: one
 // iteration per MUL_UNROLL_BITS bits; a low-half multiply stops early, from its second
@@ -322,7 +353,11 @@ template <int N>
 reg_t host_wrap(processor_t* p, insn_t insn, reg_t pc) {
   const HostWrap& w = g_wraps[N];
   if (!g_timed) return w.orig(p, insn, pc);
-  const uint64_t addr = (g_dcache || w.cls == HC_MUL) ? host_addr(w.form, p, insn) : 0;
+  uint64_t addr = (g_dcache || w.cls == HC_MUL) ? host_addr(w.form, p, insn) : 0;
+  if (w.cls == HC_DIV) {  // operands read before the instruction can overwrite them
+    const auto& x = p->get_state()->XPR;
+    addr = div_extra_cycles(w.form, ((insn.bits() >> 12) & 7) >= 6, x[insn.rs1()], x[insn.rs2()]);
+  }
   const reg_t next = w.orig(p, insn, pc);
   host_charge(w, addr, pc, next, insn);
   return next;
@@ -345,7 +380,8 @@ bool classify(const insn_desc_t& d, HostClass& cls, AddrForm& form) {
       case 0x33: case 0x3b:
         if (f7 == 1 && ((d.mask >> 25) & 0x7f) == 0x7f) {
           cls = f3 < 4 ? HC_MUL : HC_DIV;
-          form = f3 >= 4 ? AF_NONE : (op == 0x3b ? AF_MULW : (f3 == 0 ? AF_MUL : AF_MULH));
+          if (f3 >= 4) form = op == 0x3b ? ((f3 & 1) ? AF_DIVUW : AF_DIVW) : ((f3 & 1) ? AF_DIVU : AF_DIV);
+          else form = op == 0x3b ? AF_MULW : (f3 == 0 ? AF_MUL : AF_MULH);
           return true;
         }
         return false;
@@ -485,15 +521,38 @@ class gemmini_t : public extension_t {
   int host_dcache = 0;  // 1: model the host's L1 data cache (config line `host_dcache 1`)
   // L1 data cache (Rocket DCache: 64 sets x 4 ways x 64-byte lines = 16 KiB), LRU.
   uint64_t l1_tag[L1D_SETS * L1D_WAYS] = {0}, l1_use[L1D_SETS * L1D_WAYS] = {0}, l1_tick = 0;
+  uint8_t l1_dirty[L1D_SETS * L1D_WAYS] = {0};  // written since it came in (or since a probe took the data)
   uint64_t l1_last = 0;  // line of the last access (0: none)
-  // A DMA write to a line the host's L1 holds: the L2 probes the L1 copy away (TileLink
-  // coherence through Chipyard's inclusive L2), so the host's next access to it misses.
-  void l1_invalidate(uint64_t addr) {
-    if (!host_dcache) return;
-    uint64_t line = addr / L1D_LINE_BYTES + 1, set = line % L1D_SETS;
-    for (int i = 0; i < (int)L1D_WAYS; i++)
-      if (l1_tag[set * L1D_WAYS + i] == line) l1_tag[set * L1D_WAYS + i] = 0, l1_use[set * L1D_WAYS + i] = 0;
-    if (l1_last == line) l1_last = 0;
+  int l1_last_k = 0;     // its slot in l1_tag
+  // A DMA request to a line the host's L1 holds (TileLink coherence through Chipyard's
+  // inclusive L2). The L2 keeps the L1's copy with write permission (a single core is granted
+  // Tip), so before it answers a read it probes the L1 down to a shared copy (InclusiveCache
+  // MSHR.scala: a Get from another client to a block a client holds in Tip sends a Probe toB),
+  // and before it takes a write it probes the copy away (the host's next access then misses).
+  // The L1 handles one probe at a time (rocket
+  // DCache.scala release_state): the metadata read (s1, s2), then a ProbeAck (clean:
+  // s_probe_rep_clean, one message) or a ProbeAckData with the line's beats (dirty:
+  // s_probe_rep_dirty), then s_probe_write_meta. Returns when the L1's answer is back at the L2
+  // (t when the L1 does not hold the line); after a read's probe the line stays, clean, in the
+  // L1; a DMA write's probe (toN) takes it away.
+  Timeline l1_probes;
+  uint64_t host_probes = 0;
+  uint64_t l1_probe(uint64_t addr, uint64_t t, bool to_n) {
+    if (!host_dcache) return t;
+    const uint64_t line = addr / L1D_LINE_BYTES + 1, set = line % L1D_SETS;
+    for (int i = 0; i < (int)L1D_WAYS; i++) {
+      const int k = (int)(set * L1D_WAYS + i);
+      if (l1_tag[k] != line) continue;
+      const uint64_t cycles = L1_PROBE_CYCLES + (l1_dirty[k] ? L1D_LINE_BYTES / DMA_BEAT_BYTES : 1);
+      l1_dirty[k] = 0;
+      if (to_n) {
+        l1_tag[k] = 0, l1_use[k] = 0;
+        if (l1_last == line) l1_last = 0;
+      }
+      host_probes++;
+      return l1_probes.reserve(t + L2_PROBE_ISSUE_CYCLES, cycles) + cycles;
+    }
+    return t;
   }
   uint8_t bht[BHT_ENTRIES] = {0};
   uint64_t host_l1_misses = 0, host_mispredicts = 0;
@@ -505,18 +564,28 @@ class gemmini_t : public extension_t {
         uint64_t line = addr / L1D_LINE_BYTES + 1;
         // The line touched last is the most recently used of its set: a hit that leaves the
         // LRU order as it is (exact, and most accesses of a streaming loop take this path).
-        if (line == l1_last) return;
+        if (line == l1_last) {
+          if (w.cls == HC_STORE) l1_dirty[l1_last_k] = 1;
+          return;
+        }
         l1_last = line;
         uint64_t set = line % L1D_SETS;
         uint64_t* tag = &l1_tag[set * L1D_WAYS];
         uint64_t* use = &l1_use[set * L1D_WAYS];
         int victim = 0;
         for (int i = 0; i < (int)L1D_WAYS; i++) {
-          if (tag[i] == line) { use[i] = ++l1_tick; return; }
+          if (tag[i] == line) {
+            use[i] = ++l1_tick;
+            l1_last_k = (int)(set * L1D_WAYS + i);
+            if (w.cls == HC_STORE) l1_dirty[l1_last_k] = 1;
+            return;
+          }
           if (use[i] < use[victim]) victim = i;
         }
         tag[victim] = line;
         use[victim] = ++l1_tick;
+        l1_last_k = (int)(set * L1D_WAYS + victim);
+        l1_dirty[l1_last_k] = w.cls == HC_STORE;
         host_l1_misses++;
         const uint64_t t = now();
         stall += L1D_MISS_OVERHEAD + (l2_response(addr, t, false, w.cls == HC_STORE) - t);  // blocking refill through the L2
@@ -533,7 +602,7 @@ class gemmini_t : public extension_t {
         return;
       }
       case HC_MUL: stall += mul_iterations(w.form, addr) - 1 + MUL_RESPONSE_CYCLES; return;
-      case HC_DIV: stall += DIV_EXTRA_CYCLES; return;
+      case HC_DIV: stall += addr; return;  // div_extra_cycles(), computed before it ran
     }
   }
 
@@ -722,17 +791,19 @@ class gemmini_t : public extension_t {
     }
   }
 
-  bool print_stats = false;  // config line `stats 1`: memory-system counts on stderr (calibration)
+  bool print_stats = false;  // config line `stats 1`: memory-system counts and call traces on stderr (calibration)
   // Cumulative counts from the start of the run; printed at measure_begin as well, so a
   // calibration run can tell the measured call's share from the warm-up's.
   void print_memory_stats(const char* when) {
     if (print_stats)
       std::fprintf(stderr, "gemmini stats (%s): l2 hits %llu misses %llu writebacks %llu, llc hits %llu misses %llu, "
-                   "dma read requests %llu write requests %llu, hardware loops %llu, mesh tag wait cycles %llu\n", when,
+                   "dma read requests %llu write requests %llu, hardware loops %llu, mesh tag wait cycles %llu, "
+                   "host L1 probes %llu\n", when,
                    (unsigned long long)l2_hits, (unsigned long long)l2_misses, (unsigned long long)l2_writebacks,
                    (unsigned long long)llc_hits, (unsigned long long)llc_misses,
                    (unsigned long long)dma_read_reqs, (unsigned long long)dma_write_reqs,
-                   (unsigned long long)loop_count, (unsigned long long)mesh_tag_wait_cycles);
+                   (unsigned long long)loop_count, (unsigned long long)mesh_tag_wait_cycles,
+                   (unsigned long long)host_probes);
   }
   void write_report() {
     print_memory_stats("report");
@@ -1095,14 +1166,17 @@ class gemmini_t : public extension_t {
         if (slot > t) t = slot;
         uint64_t resp;
         const bool whole_line = write && len == L2_LINE_BYTES && a % L2_LINE_BYTES == 0;
-        if (write) l1_invalidate(a);
         if (write) {  // the request carries its data beats; the ack comes back from the L2
           uint64_t data = t > e.bus_free ? t : e.bus_free;
           e.bus_free = data + beats;
           resp = l2_response(a, e.bus_free, whole_line, true);
+          const uint64_t probed = l1_probe(a, t, true);  // the host's copy goes first
+          if (probed > t && probed + L2_PROBE_TO_DATA_CYCLES > resp) resp = probed + L2_PROBE_TO_DATA_CYCLES;
           e.last_issue = e.bus_free - 1;
         } else {  // a one-beat request; the data beats come back when the L2 answers
           uint64_t ans = l2_response(a, t);
+          const uint64_t probed = l1_probe(a, t, false);  // the L2 answers once the host's L1 has
+          if (probed > t && probed + L2_PROBE_TO_DATA_CYCLES > ans) ans = probed + L2_PROBE_TO_DATA_CYCLES;
           row_beats += beats;
           const bool row_end = a + len >= end;  // the row's local writes follow its last beat
           const uint64_t occupy = beats + (row_end && row_cycles > row_beats ? row_cycles - row_beats : 0);
@@ -2157,6 +2231,7 @@ class gemmini_t : public extension_t {
       m_i0 = instret();
       m_ld0 = ldq.busy; m_ex0 = exq.busy; m_st0 = stq.busy;
       print_memory_stats("measure_begin");
+      if (print_stats) std::fprintf(stderr, "TRACE measure_begin %llu\n", (unsigned long long)m_t0);
       std::fill(sp_touched.begin(), sp_touched.end(), 0);
       std::fill(acc_touched.begin(), acc_touched.end(), 0);
     } else if (funct == F_HARNESS_MEASURE_END) {
@@ -2166,6 +2241,7 @@ class gemmini_t : public extension_t {
       wait_until(drain_time());  // all queued Gemmini work belongs to the region
       Region r;
       r.cycles = now() - m_t0;
+      if (print_stats) std::fprintf(stderr, "TRACE measure_end %llu instret %llu\n", (unsigned long long)now(), (unsigned long long)(instret() - m_i0));
       r.instret = instret() - m_i0;
       if (region_insn_limit && r.instret > region_insn_limit)
         fail("the measured call retired %llu host instructions, more than its limit of %llu "
