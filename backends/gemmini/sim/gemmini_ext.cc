@@ -1608,7 +1608,9 @@ class gemmini_t : public extension_t {
   MulStep last_mul;
   uint64_t exq_steps_paired = 0;
   // When each of the last MESH_TAGS_IN_FLIGHT mesh steps frees its tag (MeshWithDelays'
-  // tag queue; steps leave the mesh in the order they entered, so a ring is exact).
+  // tag queue; steps leave the mesh in the order they entered, so a ring is exact). A step's
+  // tag is freed when the results of the step MESH_TAG_LAG_* after it leave (timing_params.h),
+  // so until that step is booked its slot holds "not yet".
   uint64_t mesh_tag_free[MESH_TAGS_IN_FLIGHT] = {};
   uint64_t mesh_tags_taken = 0, mesh_tag_wait_cycles = 0;
   uint64_t mesh_tag_ready(uint64_t t) {  // earliest start at or after t with a free tag
@@ -1633,7 +1635,8 @@ class gemmini_t : public extension_t {
         const uint64_t rows = i == 0 ? (uint64_t)DIM : r;
         uint64_t& slot = ring_end[k % MESH_TAGS_IN_FLIGHT];
         if (k >= MESH_TAGS_IN_FLIGHT && slot > t) t = slot;
-        slot = t + rows + F;
+        slot = ~0ull;
+        if (k >= MESH_TAG_LAG_WS) ring_end[(k - MESH_TAG_LAG_WS) % MESH_TAGS_IN_FLIGHT] = t + rows + F;
         t += rows;
       }
     }
@@ -1641,9 +1644,17 @@ class gemmini_t : public extension_t {
     tagged_blocks.emplace(key, cycles);
     return cycles;
   }
-  void mesh_tag_take(uint64_t results_out) { mesh_tag_free[mesh_tags_taken++ % MESH_TAGS_IN_FLIGHT] = results_out + 1; }
+  void mesh_tag_release(uint64_t step, uint64_t results_out) {  // step `step`'s results leave then
+    const uint64_t lag = ex.dataflow == WEIGHT_STATIONARY ? MESH_TAG_LAG_WS : MESH_TAG_LAG_OS;
+    if (step >= lag) mesh_tag_free[(step - lag) % MESH_TAGS_IN_FLIGHT] = results_out + 1;
+  }
+  void mesh_tag_take(uint64_t results_out) {
+    const uint64_t step = mesh_tags_taken++;
+    mesh_tag_free[step % MESH_TAGS_IN_FLIGHT] = ~0ull;
+    mesh_tag_release(step, results_out);
+  }
   void mesh_tag_extend(uint64_t results_out) {  // the last step grew (a preload joined it)
-    mesh_tag_free[(mesh_tags_taken - 1) % MESH_TAGS_IN_FLIGHT] = results_out + 1;
+    mesh_tag_release(mesh_tags_taken - 1, results_out);
   }
 
   void preload(uint64_t rs1, uint64_t rs2) {

@@ -116,7 +116,9 @@ constexpr uint64_t dma_load_commands(uint64_t inflight) { return inflight / DIM 
 // / 50 has the pair at +9.6% / +4.8% (ratio -4.4%; 50 / 40 / 40: +9.9% / +4.2%), every F2 run
 // and ratio within 15% (64^3 on Gemmini +6%, host / Gemmini -2%, conv_perf / matmul_perf
 // +13.5%), DOSA geometric mean 0.94, spread x1.140. DRAM 80 (the previous fit) puts 52..53
-// within. The F2 64^3 run on Gemmini no longer pins DRAM from below: what had held it there
+// within; with a WS step's mesh tag freed by the next step's results (MESH_TAG_LAG_WS), 55
+// (50 / 35 / 50, 50 / 40 / 50 and 50 / 40 / 40 alike; 60 / 40 / 50: 53), geometric mean 0.95.
+// The F2 64^3 run on Gemmini no longer pins DRAM from below: what had held it there
 // was the L1 probes its host-written inputs cost, now modelled. The layers outside are too
 // fast (ResNet's 1x1 layers on 28x28 and smaller images, stride 2 and 7x7 512->2048, about
 // -20%) or too slow (RetinaNet's 4x4 heads and the cold 2048x1000 classifier, which stream
@@ -197,9 +199,18 @@ constexpr uint64_t MESH_FILL_LATENCY = 2 * DIM + 1;
 // max_simultaneous_matmuls = ceil(5 * latency_per_pe) = 5 for defaultConfig (tile_latency 0,
 // 1x1 tiles); io.req.ready needs tagq.io.enq.ready, and TagQueue.scala's enq.ready = !full, so
 // a freed tag is usable the cycle after the dequeue. Short steps (4-row WS steps of small
-// images, 1-row GEMMs) therefore issue one per (rows + MESH_FILL_LATENCY + 1) / 6 cycles, not
-// one per `rows` cycles; DIM-row steps never reach the limit.
+// images, 1-row GEMMs) therefore issue one per (2 x rows + MESH_FILL_LATENCY + 1) / 6 cycles
+// in WS (see MESH_TAG_LAG_WS), not one per `rows` cycles; DIM-row steps never reach the limit.
 constexpr uint64_t MESH_TAGS_IN_FLIGHT = 6;
+// A step's tag is freed by the results of a later step, not its own: MeshWithDelays.scala
+// queues a request's tag with matmul_id_of_output = matmul_id + 2 in WS (+ 3 in OS), the id the
+// request after it (two after it in OS) enters with, and dequeues it when that request's last
+// result row leaves (the tag carries the preload's C address, whose results the next compute
+// produces). So in WS a tag is held for its own rows, the next step's rows and the mesh's
+// latency: with 6 tags, steps shorter than (MESH_FILL_LATENCY + 1) / 4 rows (7-pixel rows of a
+// 7x7 image) wait for tags.
+constexpr uint64_t MESH_TAG_LAG_WS = 1;
+constexpr uint64_t MESH_TAG_LAG_OS = 2;
 // Output-stationary results are shifted out of the mesh one row per cycle when the next
 // step propagates. RTL: PE.scala `propagate` in OS mode.
 constexpr uint64_t OS_DRAIN_CYCLES_PER_ROW = 1;
