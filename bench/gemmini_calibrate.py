@@ -3,10 +3,10 @@
     python bench/gemmini_calibrate.py                          # the default grid
     python bench/gemmini_calibrate.py 70,50,50 100,50,60 ...   # DRAM,L2-hit,LLC-hit triples
 
-DMA_LATENCY (an LLC miss's DRAM round trip), L2_HIT_LATENCY (a DMA request the L2 answers) and
+DMA_LATENCY (an LLC miss's DRAM round trip to a bank with no row open), L2_HIT_LATENCY (a DMA request the L2 answers) and
 LLC_HIT_LATENCY (an L2 miss the LLC answers), all in timing_params.h, are the only fitted
 values in the Gemmini model; everything else (the L2's MSHRs, the memory bus, the LLC's
-blocks, MSHRs and in-order queue, the DMA, the controllers) is read from the RTL. They are
+blocks, MSHRs and in-order queue, the DRAM's banks and rows, the DMA, the controllers) is read from the RTL. They are
 fitted together against three independent sets of FireSim measurements, each timed here with
 our own programs:
 - the 12544x64x256 pair in ucb-bar/autocomp's prompts (two hand-scheduled programs);
@@ -40,7 +40,7 @@ import gemmini_dosa_layers as dosa  # noqa: E402
 import gemmini_fidelity as fidelity  # noqa: E402
 import gemmini_firesim_f2 as f2  # noqa: E402
 
-DEFAULT_GRID = [(50, 35, 50), (50, 40, 50), (50, 45, 50), (50, 40, 40), (80, 45, 50)]
+DEFAULT_GRID = [(36, 35, 40), (28, 35, 50), (32, 35, 50), (36, 35, 50), (40, 35, 40)]
 
 
 def programs() -> list[tuple[str, str, float, int | None, str]]:

@@ -83,6 +83,41 @@ def test_llc_hits_stream_at_the_memory_bus_rate(tmp_path):
     assert warm >= (lines - l2_lines) * 8  # 64 bytes over an 8-byte bus
 
 
+
+# One cold line from each of 64 LLC blocks, the blocks STRIDE bytes apart: 128 puts them side by
+# side in one DRAM row; 256 KiB + 128 puts each in the next row of the same bank (bank and rank
+# bits are bits 13-17) and in its own LLC set, so only the DRAM bank sets them apart.
+ROWS = r"""
+static elem_t buf[64 * STRIDE] __attribute__((aligned(8192)));  /* one DRAM row */
+AUTOCOMP_HARNESS_FN int main(void) {
+  gemmini_extended3_config_ld(STRIDE, MVIN_SCALE_IDENTITY, false, 0);
+  AUTOCOMP_MEASURE_BEGIN();
+  for (unsigned n = 0; n < 64; n += 16)
+    gemmini_extended_mvin(&buf[n * STRIDE], n * 4, 64, 16);
+  gemmini_fence();
+  AUTOCOMP_MEASURE_END();
+  return 0;
+}
+"""
+
+
+def test_dram_serves_an_open_row_faster_than_rows_of_one_bank(tmp_path):
+    """FASED's DDR3 model (open-page policy, DramCommon.scala's address mapping): blocks of the
+    row a bank holds open skip the activation, while blocks in different rows of one bank each
+    wait for the bank to close its row (no earlier than tRAS after opening it, then tRP) and
+    open the next (tRCD): one row cycle per block, however many LLC MSHRs are free."""
+    cycles = {}
+    for stride in (128, (256 << 10) + 128):
+        work = tmp_path / f"stride{stride}"
+        work.mkdir()
+        run = run_c(work, f"#define STRIDE {stride}u\n" + ROWS, max_instructions=500_000_000, timeout=300)
+        assert_ok(run)
+        cycles[stride] = run.cycles
+    same_row, one_bank = cycles[128], cycles[(256 << 10) + 128]
+    row_cycle = timing_param("DRAM_T_RAS") + timing_param("DRAM_T_RP")
+    assert one_bank >= 63 * row_cycle, cycles
+    assert 2 * same_row < one_bank, cycles
+
 # Move-outs of 16 whole 64-byte lines each: 1 MiB of writes, either to 1 MiB of distinct cold
 # lines (SPAN 1 MiB: past 512 KiB every new line evicts a dirty one) or four times over the
 # same 256 KiB (SPAN 256 KiB: the lines stay in the L2).

@@ -798,12 +798,13 @@ class gemmini_t : public extension_t {
     if (print_stats)
       std::fprintf(stderr, "gemmini stats (%s): l2 hits %llu misses %llu writebacks %llu, llc hits %llu misses %llu, "
                    "dma read requests %llu write requests %llu, hardware loops %llu, mesh tag wait cycles %llu, "
-                   "host L1 probes %llu\n", when,
+                   "host L1 probes %llu, dram row hits %llu opens %llu conflicts %llu\n", when,
                    (unsigned long long)l2_hits, (unsigned long long)l2_misses, (unsigned long long)l2_writebacks,
                    (unsigned long long)llc_hits, (unsigned long long)llc_misses,
                    (unsigned long long)dma_read_reqs, (unsigned long long)dma_write_reqs,
                    (unsigned long long)loop_count, (unsigned long long)mesh_tag_wait_cycles,
-                   (unsigned long long)host_probes);
+                   (unsigned long long)host_probes, (unsigned long long)dram_row_hits,
+                   (unsigned long long)dram_row_opens, (unsigned long long)dram_row_conflicts);
   }
   void write_report() {
     print_memory_stats("report");
@@ -1043,6 +1044,45 @@ class gemmini_t : public extension_t {
     return done;
   }
 
+  // FASED's DDR3 timing model behind the LLC (FireSim FRFCFSModel.scala, DramCommon.scala):
+  // 4 ranks of 8 banks, open-page policy, addresses mapped as DramCommon's defaults map them
+  // (bank bits from bit 13, so 8 KiB rows; rank bits above them; the row above those). A
+  // block's round trip is dram_latency when its bank has no row open; a block in the row the
+  // bank holds open skips the activation (tRCD earlier), one in another row first closes it
+  // (tRP later, and no earlier than tRAS after that row was opened). A bank takes a column
+  // command every tCCD; the data bus carries one block at a time. LLC refills and the LLC's
+  // dirty writebacks both go through it, so a stream of writebacks interleaved with reads
+  // keeps closing the rows the reads want. Requests are served in the order they are booked:
+  // FR-FCFS's preference for row hits within its window is not modelled.
+  struct DramBank { uint64_t row = ~0ull, opened = 0, next_column = 0; };
+  DramBank dram_banks[DRAM_RANKS * DRAM_BANKS];
+  Timeline dram_bus;
+  uint64_t dram_row_hits = 0, dram_row_opens = 0, dram_row_conflicts = 0;
+  // When the data of a block access that reaches the DRAM model at `t` starts on its bus.
+  uint64_t dram_access(uint64_t addr, uint64_t t) {
+    const uint64_t page = addr >> DRAM_BANK_SHIFT;
+    const uint64_t bank = page % DRAM_BANKS, rank = page / DRAM_BANKS % DRAM_RANKS;
+    const uint64_t row = page / DRAM_BANKS / DRAM_RANKS;
+    DramBank& b = dram_banks[rank * DRAM_BANKS + bank];
+    uint64_t data = t + dram_latency - DRAM_T_RCD;  // as if the row were open
+    if (b.next_column > data) data = b.next_column;
+    if (b.row == row) {
+      dram_row_hits++;
+    } else if (b.row == ~0ull) {
+      dram_row_opens++;
+      b.opened = data;
+      data += DRAM_T_RCD;
+    } else {
+      dram_row_conflicts++;
+      const uint64_t precharge = data > b.opened + DRAM_T_RAS ? data : b.opened + DRAM_T_RAS;
+      b.opened = precharge + DRAM_T_RP;
+      data = b.opened + DRAM_T_RCD;
+    }
+    b.row = row;
+    b.next_column = data + DRAM_T_CCD;
+    return dram_bus.reserve(data, DRAM_BLOCK_BUS_CYCLES);
+  }
+
   // FireSim's last-level cache model (FASED LastLevelCache.scala), under the memory bus: a
   // timing-only cache of LLC_SETS x LLC_WAYS blocks of LLC_BLOCK_BYTES, random replacement, one request
   // at a time through its state machine (tag access, then one cycle per data beat; a miss's
@@ -1069,6 +1109,7 @@ class gemmini_t : public extension_t {
   uint64_t llc_hits = 0, llc_misses = 0;
   uint64_t llc_access(uint64_t addr, uint64_t t, bool write) {
     const uint64_t block = addr / LLC_BLOCK_BYTES + 1, set = block % LLC_SETS;
+    const uint64_t block_addr = (block - 1) * LLC_BLOCK_BYTES;
     uint64_t* tag = &llc_tag[set * LLC_WAYS];
     uint64_t* fill = &llc_fill[set * LLC_WAYS];
     uint64_t* fill_start = &llc_fill_start[set * LLC_WAYS];
@@ -1093,6 +1134,7 @@ class gemmini_t : public extension_t {
     for (int w = 0; w < (int)LLC_WAYS; w++)
       if (tag[w] == block) way = w;
     const bool hit = way >= 0;
+    uint64_t victim_block = 0;
     // Now: the metadata access (llc_r_mdaccess / llc_w_mdaccess, one cycle), then a hit's
     // read beats or a write's data beats (llc_r_daccess / llc_w_daccess), and a dirty
     // victim's writeback beats (llc_r_wb / llc_w_wb). A read miss ends its turn after the
@@ -1103,10 +1145,16 @@ class gemmini_t : public extension_t {
         if (!tag[w]) way = w;
       if (way < 0) {
         way = (int)(next_random(llc_rng) % LLC_WAYS);
-        if (llc_dirty[set * LLC_WAYS + way]) busy += LLC_BLOCK_BEATS;
+        if (llc_dirty[set * LLC_WAYS + way]) {
+          busy += LLC_BLOCK_BEATS;
+          victim_block = tag[way];
+        }
       }
     }
     d = llc_state.reserve(d, busy);
+    // The dirty victim's writeback goes to DRAM as the state machine sends its beats: it takes
+    // its bank and the data bus, and opens its row there.
+    if (victim_block) dram_access((victim_block - 1) * LLC_BLOCK_BYTES, d + 1);
     head = d;
     uint64_t answer = write ? d + busy : d + llc_hit_latency;
     if (hit) {
@@ -1117,7 +1165,7 @@ class gemmini_t : public extension_t {
       // Later: DRAM's answer takes the state machine for the block's beats (llc_refill, which
       // has priority over new requests in llc_idle); a read's data leaves with its first beat,
       // and the MSHR is free from then on (refill_start clears acq_in_flight).
-      const uint64_t refill = llc_state.reserve(d + dram_latency, LLC_BLOCK_BEATS);
+      const uint64_t refill = llc_state.reserve(dram_access(block_addr, d), LLC_BLOCK_BEATS);
       llc_mshr[m].book(d, refill);
       tag[way] = block;
       fill_start[way] = d;
