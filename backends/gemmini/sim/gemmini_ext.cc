@@ -1052,9 +1052,16 @@ class gemmini_t : public extension_t {
   // (tRP later, and no earlier than tRAS after that row was opened). A bank takes a column
   // command every tCCD; the data bus carries one block at a time. LLC refills and the LLC's
   // dirty writebacks both go through it, so a stream of writebacks interleaved with reads
-  // keeps closing the rows the reads want. Requests are served in the order they are booked:
-  // FR-FCFS's preference for row hits within its window is not modelled.
-  struct DramBank { uint64_t row = ~0ull, opened = 0, next_column = 0; };
+  // keeps closing the rows the reads want. FR-FCFS's preference for row hits within its window
+  // is not modelled.
+  // Requests reach a bank in program order, not time order (see Timeline): a move-out's
+  // writebacks may be booked for a time after the move-ins booked next. A bank serves requests
+  // in the order they arrive: each keeps its recent accesses ordered by arrival, and a request
+  // is served after the last one that arrived before it (that access's row, when the row was
+  // opened, its column slot), not after the latest booking, which may have arrived later.
+  struct DramAccess { uint64_t arrived = 0, at = 0, row = ~0ull, opened = 0; };
+  static constexpr int DRAM_HISTORY = 16;
+  struct DramBank { DramAccess recent[DRAM_HISTORY]; uint32_t n = 0; };
   DramBank dram_banks[DRAM_RANKS * DRAM_BANKS];
   Timeline dram_bus;
   uint64_t dram_row_hits = 0, dram_row_opens = 0, dram_row_conflicts = 0;
@@ -1064,22 +1071,32 @@ class gemmini_t : public extension_t {
     const uint64_t bank = page % DRAM_BANKS, rank = page / DRAM_BANKS % DRAM_RANKS;
     const uint64_t row = page / DRAM_BANKS / DRAM_RANKS;
     DramBank& b = dram_banks[rank * DRAM_BANKS + bank];
+    const uint32_t kept = b.n < (uint32_t)DRAM_HISTORY ? b.n : (uint32_t)DRAM_HISTORY;
+    uint32_t pos = b.n;  // where this access goes in arrival order
+    while (b.n - pos < kept && b.recent[(pos - 1) % DRAM_HISTORY].arrived > t) pos--;
+    const DramAccess* before = b.n - pos < kept ? &b.recent[(pos - 1) % DRAM_HISTORY] : nullptr;
     uint64_t data = t + dram_latency - DRAM_T_RCD;  // as if the row were open
-    if (b.next_column > data) data = b.next_column;
-    if (b.row == row) {
+    if (before && before->at + DRAM_T_CCD > data) data = before->at + DRAM_T_CCD;
+    DramAccess now;
+    now.arrived = t;
+    if (before && before->row == row) {
       dram_row_hits++;
-    } else if (b.row == ~0ull) {
+      now.opened = before->opened;
+    } else if (!before || before->row == ~0ull) {
       dram_row_opens++;
-      b.opened = data;
+      now.opened = data;
       data += DRAM_T_RCD;
     } else {
       dram_row_conflicts++;
-      const uint64_t precharge = data > b.opened + DRAM_T_RAS ? data : b.opened + DRAM_T_RAS;
-      b.opened = precharge + DRAM_T_RP;
-      data = b.opened + DRAM_T_RCD;
+      const uint64_t precharge = data > before->opened + DRAM_T_RAS ? data : before->opened + DRAM_T_RAS;
+      now.opened = precharge + DRAM_T_RP;
+      data = now.opened + DRAM_T_RCD;
     }
-    b.row = row;
-    b.next_column = data + DRAM_T_CCD;
+    now.at = data;
+    now.row = row;
+    for (uint32_t k = b.n; k > pos; k--) b.recent[k % DRAM_HISTORY] = b.recent[(k - 1) % DRAM_HISTORY];
+    b.recent[pos % DRAM_HISTORY] = now;
+    b.n++;
     return dram_bus.reserve(data, DRAM_BLOCK_BUS_CYCLES);
   }
 
