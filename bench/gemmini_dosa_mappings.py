@@ -11,8 +11,8 @@ CSVs are read from the clone at run time, never copied) turns each row's `mappin
 the tile sizes and permutation the template ran, as that branch's `layers/extract_data_csv.py`
 does: tiles are the L1 factors (C times its spatial factor), K times the L2 spatial factor, P and
 Q times the L0 factors; the permutation is the L3 loops innermost first, padded with the rest of
-"CRSKPQN". It prints how many mapped tiles fit half of defaultConfig's scratchpad (8192 rows) and
-accumulator (512 rows), which is what the model accepts: the DOSA image's buffers are 4 MiB, so
+"CRSKPQN". It prints how many mapped tiles fit half of defaultConfig's scratchpad and accumulator
+(the sizes in our gemmini.h), which is what the model accepts: the DOSA image's buffers are 4 MiB, so
 most do not (see MODEL.md, "DRAM banks and rows"). With `--json` it prints every row.
 """
 
@@ -26,10 +26,16 @@ import math
 import os
 import subprocess
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from autocomp.backends.gemmini.tunables import hardware_env  # noqa: E402
 
 NETWORKS = ("bert", "resnet50", "retinanet", "unet")
 VARIANTS = ("dnn", "analytical", "both")
-HALF_SPAD_ROWS, HALF_ACC_ROWS, DIM = 8192, 512, 16
+_HW = hardware_env()  # our gemmini.h: DIM, scratchpad and accumulator rows
+HALF_SPAD_ROWS, HALF_ACC_ROWS, DIM = _HW["SP_ROWS"] // 2, _HW["ACC_ROWS"] // 2, _HW["DIM"]
 
 
 def _csv(checkout: str, variant: str, net: str) -> list[dict]:

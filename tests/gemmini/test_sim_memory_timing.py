@@ -83,7 +83,6 @@ def test_llc_hits_stream_at_the_memory_bus_rate(tmp_path):
     assert warm >= (lines - l2_lines) * 8  # 64 bytes over an 8-byte bus
 
 
-
 # One cold line from each of 64 LLC blocks, the blocks STRIDE bytes apart: 128 puts them side by
 # side in one DRAM row; 256 KiB + 128 puts each in the next row of the same bank (bank and rank
 # bits are bits 13-17) and in its own LLC set, so only the DRAM bank sets them apart.
@@ -117,6 +116,7 @@ def test_dram_serves_an_open_row_faster_than_rows_of_one_bank(tmp_path):
     row_cycle = timing_param("DRAM_T_RAS") + timing_param("DRAM_T_RP")
     assert one_bank >= 63 * row_cycle, cycles
     assert 2 * same_row < one_bank, cycles
+
 
 # Move-outs of 16 whole 64-byte lines each: 1 MiB of writes, either to 1 MiB of distinct cold
 # lines (SPAN 1 MiB: past 512 KiB every new line evicts a dirty one) or four times over the
