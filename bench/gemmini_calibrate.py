@@ -88,7 +88,8 @@ async def main() -> int:
             name, d, published, inflight, group = item
             async with lanes:
                 r = await tc.run(str(d / "prog.elf"), str(d), {}, timeout=900, max_instructions=4_000_000_000,
-                                 host_dcache=True, dma_inflight=inflight, memory_latency=latency)
+                                 host_dcache=True, dma_inflight=inflight, memory_latency=latency,
+                                 buffers_kib=dosa.IMAGE_BUFFERS_KIB if group == "DOSA" else None)
             if r.error or r.cycles is None:
                 raise SystemExit(f"{name}: run failed: {r.error}")
             return group, name, r.cycles, published

@@ -12,7 +12,8 @@ branch ``dosa`` at 959b23f, ``gemmini-data-collection``):
   DMA (16 requests in flight, 64-byte requests, 128-bit bus); the arithmetic is a dummy type
   and the hardware scratchpad and accumulator hold 4 MiB, but the library's tiles are chosen
   for the default 256 KiB / 64 KiB (the software's gemmini_params.h: BANK_ROWS 4096,
-  ACC_ROWS 1024), so the timed command streams are those of defaultConfig; no first-layer
+  ACC_ROWS 1024), so the timed command streams are those of defaultConfig (the model runs them
+  with the image's buffers, IMAGE_BUFFERS_KIB, which place the hardware loops' halves); no first-layer
   optimisations; FASED DDR3 FR-FCFS memory with a 4 MiB LLC model.
 - Templates ``conv_tilings.c`` / ``matmul_tilings.c``: one ``tiled_conv_auto_inner`` /
   ``tiled_matmul_auto_inner`` call (Gemmini's tile heuristic, WS) timed with rdcycle between
@@ -166,17 +167,26 @@ BINARIES: dict[str, list[tuple]] = {
 }
 
 
+# The image's scratchpad and accumulator in KiB (charleshong3/gemmini-dosa, Configs.scala
+# dummyConfig: sp_capacity and acc_capacity CapacityInKilobytes(4096), defaultConfig's banks).
+# The software's tiles stay defaultConfig's; the hardware loops split what the hardware has, so
+# every DOSA program runs on the model with these (toolchain run(buffers_kib=...)).
+IMAGE_BUFFERS_KIB = (4096, 4096)
+
 # How far back a layer's history is replayed: layers before it until they have touched twice
 # the LLC's 4 MiB (what came earlier is, but for a few lines, gone from the L2 and the LLC).
 HISTORY_BYTES = 8 << 20
 
 
-def histories(shape: tuple) -> list[tuple[tuple, ...]]:
-    """What ran before `shape` in each binary that holds it, oldest first, as far back as
-    HISTORY_BYTES reaches (empty: it came first). The LLC keeps several small layers: RetinaNet's
-    2x2 heads find the weights the 4x4 heads four layers earlier left there."""
+def histories(shape: tuple, binary: str | None = None) -> list[tuple[tuple, ...]]:
+    """What ran before `shape` in each binary that holds it (or only in `binary`, a key of
+    BINARIES), oldest first, as far back as HISTORY_BYTES reaches (empty: it came first). The
+    LLC keeps several small layers: RetinaNet's 2x2 heads find the weights the 4x4 heads four
+    layers earlier left there."""
     found = []
-    for order in BINARIES.values():
+    for key, order in BINARIES.items():
+        if binary is not None and key != binary:
+            continue
         for n, layer in enumerate(order):
             if layer != tuple(shape):
                 continue
@@ -186,11 +196,11 @@ def histories(shape: tuple) -> list[tuple[tuple, ...]]:
                 touched += sum(_sizes(*order[start]))
             found.append(tuple(order[start:n]))
     if not found:
-        raise ValueError(f"{shape} is in no DOSA binary")
+        raise ValueError(f"{shape} is in no DOSA binary" + (f" named {binary!r}" if binary else ""))
     return found
 
 
-def _conv_dims(p: int, r: int, stride: int) -> tuple[int, int, int]:
+def conv_dims(p: int, r: int, stride: int) -> tuple[int, int, int]:
     """Input rows, padding and output rows as DOSA's extract_data_csv.py / conv_tilings.c set
     them: input = output x stride, padding kernel/2, output from the usual formula."""
     in_dim, pad = p * stride, r // 2
@@ -201,7 +211,7 @@ def _sizes(kind: str, batch: int, c: int, k: int, p: int, r: int, stride: int) -
     """Bytes of the three buffers a layer uses (matmul: A, B, C; conv: input, weights, output)."""
     if kind == "mm":
         return p * c, c * k, p * k
-    in_dim, _, out = _conv_dims(p, r, stride)
+    in_dim, _, out = conv_dims(p, r, stride)
     return batch * in_dim * in_dim * c, r * r * c * k, batch * out * out * k
 
 
@@ -212,7 +222,7 @@ def _call(kind: str, batch: int, c: int, k: int, p: int, r: int, stride: int) ->
                 "                    MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, NO_ACTIVATION,\n"
                 "                    ACC_SCALE_IDENTITY, 0, true, false, false, false, false, 0, WS);\n"
                 "  gemmini_fence();\n")
-    in_dim, pad, out = _conv_dims(p, r, stride)
+    in_dim, pad, out = conv_dims(p, r, stride)
     return (f"  tiled_conv_auto({batch}, {in_dim}, {in_dim}, {c}, {k}, {out}, {out}, {stride}, 1, 1, {pad}, {r},\n"
             "                  false, false, false, false, false, X, Y, NULL, Z,\n"
             "                  NO_ACTIVATION, ACC_SCALE_IDENTITY, 0, 0, 0, WS);\n"
@@ -234,10 +244,13 @@ static void start_cold(void) {
 
 
 def program(kind: str, batch: int, c: int, k: int, p: int, r: int, stride: int,
-            history: tuple[tuple, ...] = ()) -> str:
+            history: tuple[tuple, ...] = (), mapped: str | None = None) -> str:
     """Our program for one layer as one DOSA binary ran it: the layers before it (`history`,
     oldest first; see histories()) run unmeasured over the same buffers from cold caches, then
-    the layer is timed. The operands are never written (zeros), as in DOSA's templates."""
+    the layer is timed. The operands are never written (zeros), as in DOSA's templates.
+    `mapped` (C statements over X, Y, Z; see gemmini_dosa_mapped.py) is DOSA's own mapping of
+    the layer, timed as a second region right after the library's call, as the templates did
+    (the matmul template flushes the TLB between the two; the conv template does not)."""
     shape = (kind, batch, c, k, p, r, stride)
     sizes = [max(column) for column in zip(*(_sizes(*layer) for layer in (*history, shape)))]
     warm = "".join(f"  /* {name(*layer)}, run before it in the binary */\n" + _call(*layer) for layer in history)
@@ -256,9 +269,16 @@ AUTOCOMP_HARNESS_FN int main(void) {{
 {warm}  {sync}
   AUTOCOMP_MEASURE_BEGIN();
 {_call(*shape)}  AUTOCOMP_MEASURE_END();
-  return buffer_z[{k + 1}] == 0 ? 0 : 2;  /* zero operands, zero result */
+{_mapped_region(kind, mapped)}  return buffer_z[{k + 1}] == 0 ? 0 : 2;  /* zero operands, zero result */
 }}
 """
+
+
+def _mapped_region(kind: str, mapped: str | None) -> str:
+    if mapped is None:
+        return ""
+    flush = "  gemmini_flush(0);\n" if kind == "mm" else ""
+    return f"{flush}  AUTOCOMP_MEASURE_BEGIN();\n{mapped}  gemmini_fence();\n  AUTOCOMP_MEASURE_END();\n"
 
 
 def programs(layer: tuple) -> list[str]:

@@ -70,11 +70,17 @@ def tiles_and_permutation(mapping: str) -> tuple[dict[str, int], str]:
     return tile, perm + "".join(d for d in "CRSKPQN" if d not in perm)
 
 
+def matmul_blocks(elements: int) -> int:
+    """A matmul tile in DIM blocks as DOSA's matmul template computes it: elements / 16 rounded
+    down, at least 1."""
+    return max(1, elements >> 4)
+
+
 def fits_default_buffers(kind: str, stride: int, tile: dict[str, int]) -> bool:
     """Whether the tile fits the halves of defaultConfig's scratchpad and accumulator."""
-    if kind == "mm":
-        spad = tile["P"] * math.ceil(tile["C"] / DIM) + tile["C"] * math.ceil(tile["K"] / DIM)
-        acc = tile["P"] * math.ceil(tile["K"] / DIM)
+    if kind == "mm":  # in DIM blocks, as the matmul template turns DOSA's tiles into tile_I/J/K
+        ti, tj, tk = (matmul_blocks(tile[d]) for d in "PKC")
+        spad, acc = (ti * tk + tk * tj) * DIM, ti * tj * DIM
     else:
         irows, icols = tile["Q"] * stride + tile["S"] - 1, tile["P"] * stride + tile["R"] - 1
         spad = (tile["N"] * irows * icols * math.ceil(tile["C"] / DIM)

@@ -226,7 +226,7 @@ static void kernel(void) {
 
 
 async def cycles(tc: GemminiToolchain, name: str, kernel: str, work: Path, whole: str | None = None,
-                 dma_inflight: int | None = None) -> tuple[int, float]:
+                 dma_inflight: int | None = None, buffers_kib: tuple[int, int] | None = None) -> tuple[int, float]:
     d = work / name
     d.mkdir()
     src = d / "prog.c"
@@ -237,7 +237,7 @@ async def cycles(tc: GemminiToolchain, name: str, kernel: str, work: Path, whole
         raise SystemExit(f"{name}: compile failed\n{res.tail()}")
     t0 = time.perf_counter()
     run = await tc.run(str(elf), str(d), {}, timeout=900, max_instructions=2_000_000_000,
-                       host_dcache=bool(DEFAULTS["host_dcache"]), dma_inflight=dma_inflight)
+                       host_dcache=bool(DEFAULTS["host_dcache"]), dma_inflight=dma_inflight, buffers_kib=buffers_kib)
     dt = time.perf_counter() - t0
     if run.error or run.exit_code != 0 or run.cycles is None:
         raise SystemExit(f"{name}: run failed: {run.error or run.stdout[-500:]}")
@@ -265,7 +265,8 @@ async def main() -> int:
             lean[name], _ = await cycles(tc, "f2-" + name, "", work, program, dma_inflight=f2.LEAN_DMA_INFLIGHT)
         dosa_rows = []
         for layer in dosa.LAYERS:
-            runs = [(await cycles(tc, f"dosa-{len(dosa_rows)}-{n}", "", work, source))[0]
+            runs = [(await cycles(tc, f"dosa-{len(dosa_rows)}-{n}", "", work, source,
+                                  buffers_kib=dosa.IMAGE_BUFFERS_KIB))[0]
                     for n, source in enumerate(dosa.programs(layer))]
             dosa_rows.append((dosa.name(*layer[:7]), dosa.combine(runs), *layer[7:]))
         gemm_util, conv_util = [], []

@@ -415,6 +415,7 @@ class GemminiToolchain:
         host_dcache: bool = False,
         dma_inflight: int | None = None,
         memory_latency: tuple[int, ...] | None = None,
+        buffers_kib: tuple[int, int] | None = None,
     ) -> SimRun:
         """Run ``elf`` on Spike with the model. ``regions``: name -> (ELF symbol, bytes) copied
         at every snapshot. Measure/snapshot markers count only from code in the
@@ -436,6 +437,9 @@ class GemminiToolchain:
         if dma_inflight is not None:
             # Requests in flight per DMA engine (the configuration's max_in_flight_mem_reqs).
             lines.append(f"dma_inflight {int(dma_inflight)}")
+        if buffers_kib is not None:
+            # Another image's scratchpad and accumulator sizes in KiB (the DOSA image: 4096, 4096).
+            lines.append("buffers_kib " + " ".join(str(int(v)) for v in buffers_kib))
         if memory_latency is not None:
             # Calibration only (bench/gemmini_calibrate.py): the DRAM, L2-hit and LLC-hit latencies.
             lines.append("memory_latency " + " ".join(str(int(v)) for v in memory_latency))

@@ -45,11 +45,13 @@ def run_c(
     measure_limit: int = 1,
     memory_latency: tuple[int, int, int] | None = None,
     host_dcache: bool = False,
+    buffers_kib: tuple[int, int] | None = None,
 ) -> SimRun:
     """Compile ``PRELUDE + body`` and run it; fails the test if it does not compile.
     ``memory_latency`` (DRAM, L2 hit, LLC hit) overrides the fitted latencies, as
     bench/gemmini_calibrate.py does, for tests that need one resource to be the bottleneck;
-    ``host_dcache`` turns on the host's L1 data-cache model (the backend's default)."""
+    ``host_dcache`` turns on the host's L1 data-cache model (the backend's default);
+    ``buffers_kib`` (scratchpad, accumulator) models another image's buffer sizes."""
     src = tmp_path / "prog.c"
     src.write_text((PRELUDE if prelude else "") + body)
     elf = tmp_path / "prog.elf"
@@ -59,7 +61,8 @@ def run_c(
         res = await tc.compile([str(src)], str(elf), str(tmp_path))
         assert res.ok, res.tail()
         return await tc.run(str(elf), str(tmp_path), regions or {}, timeout=timeout, max_instructions=max_instructions,
-                            measure_limit=measure_limit, memory_latency=memory_latency, host_dcache=host_dcache)
+                            measure_limit=measure_limit, memory_latency=memory_latency, host_dcache=host_dcache,
+                            buffers_kib=buffers_kib)
 
     return asyncio.run(go())
 

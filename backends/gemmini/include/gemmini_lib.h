@@ -115,6 +115,140 @@ GEMMINI_LIB_FN void tiled_matmul_auto(size_t dim_I, size_t dim_J, size_t dim_K,
                               scale_t A_scale_factor, scale_t B_scale_factor, scale_acc_t D_scale_factor,
                               int act, acc_scale_t scale, acc_scale_t bert_scale, bool repeating_bias,
                               bool transpose_A, bool transpose_B, bool full_C, bool low_D,
+                              uint8_t weightA, enum tiled_matmul_type_t tiled_matmul_type);
+
+/* One WS matmul split into loop_ws tiles: what tiled_matmul computes once and every tile reads.
+ * Kept apart from tiled_matmul's fixed i, j, k tile order so a caller can visit the tiles in
+ * another order (bench/gemmini_dosa_mapped.py replays DOSA's loop permutations with it). */
+struct gemmini_matmul_plan {
+  size_t I, J, K, tI, tJ, tK, pad_I, pad_J, pad_K;
+  const elem_t *A, *B;
+  const void *D;
+  void *C;
+  size_t stride_A, stride_B, stride_D, stride_C, sizeof_C, sizeof_D;
+  bool repeating_bias, transpose_A, transpose_B, full_C, low_D;
+  /* An operand whose tiles all fit (at most two K steps) stays in its own scratchpad region
+   * and is not moved in again, as Gemmini's library does; this assumes the i, j, k order. */
+  bool a_reuse, b_reuse;
+  int act;
+};
+
+/* Why a tile request is refused (NULL when it is fine): the model, like the hardware, has only
+ * the scratchpad and accumulator it has, and loop_ws double-buffers both. */
+GEMMINI_LIB_FN const char *gemmini_matmul_tiles_problem(size_t tI, size_t tJ, size_t tK) {
+  if (tI < 1 || tJ < 1 || tK < 1) return "tile sizes must be at least 1 (in DIM blocks)";
+  if (tI > 65535 || tJ > 65535 || tK > 65535) return "tile sizes must be below 65536 (loop_ws fields)";
+  if ((tI * tK + tK * tJ) * DIM > BANK_NUM * BANK_ROWS / 2)
+    return "A and B tiles ((tile_I*tile_K + tile_K*tile_J)*DIM rows) need more than half the scratchpad";
+  if (tI * tJ * DIM > ACC_ROWS / 2) return "the C tile (tile_I*tile_J*DIM rows) needs more than half the accumulator";
+  return NULL;
+}
+
+/* Fills *p and configures Gemmini for the matmul (tile sizes in DIM blocks, clipped to the
+ * problem as Gemmini's library clips its last tiles). */
+GEMMINI_LIB_FN void gemmini_matmul_plan_begin(struct gemmini_matmul_plan *p, size_t dim_I, size_t dim_J, size_t dim_K,
+                                              const elem_t *A, const elem_t *B, const void *D, void *C,
+                                              size_t stride_A, size_t stride_B, size_t stride_D, size_t stride_C,
+                                              scale_t A_scale_factor, scale_t B_scale_factor, int act, acc_scale_t scale,
+                                              bool repeating_bias, size_t tI, size_t tJ, size_t tK,
+                                              bool transpose_A, bool transpose_B, bool full_C, bool low_D) {
+  p->I = (dim_I + DIM - 1) / DIM; p->J = (dim_J + DIM - 1) / DIM; p->K = (dim_K + DIM - 1) / DIM;
+  p->pad_I = p->I * DIM - dim_I; p->pad_J = p->J * DIM - dim_J; p->pad_K = p->K * DIM - dim_K;
+  p->tI = tI < p->I ? tI : p->I; p->tJ = tJ < p->J ? tJ : p->J; p->tK = tK < p->K ? tK : p->K;
+  p->A = A; p->B = B; p->D = D; p->C = C;
+  p->stride_A = stride_A; p->stride_B = stride_B; p->stride_D = stride_D; p->stride_C = stride_C;
+  p->sizeof_C = full_C ? sizeof(acc_t) : sizeof(elem_t);
+  p->sizeof_D = low_D ? sizeof(elem_t) : sizeof(acc_t);
+  p->repeating_bias = repeating_bias; p->transpose_A = transpose_A; p->transpose_B = transpose_B;
+  p->full_C = full_C; p->low_D = low_D; p->act = act;
+  const size_t nI0 = (p->I + p->tI - 1) / p->tI, nJ0 = (p->J + p->tJ - 1) / p->tJ, nK0 = (p->K + p->tK - 1) / p->tK;
+#ifdef GEMMINI_NO_OPERAND_REUSE
+  p->a_reuse = false; p->b_reuse = false;
+  (void)nI0; (void)nJ0; (void)nK0;
+#else
+  p->a_reuse = nI0 * nK0 <= 2; p->b_reuse = nJ0 * nK0 <= 2;
+#endif
+  gemmini_extended_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0, 1, transpose_A, transpose_B);
+  gemmini_extended_config_st(stride_C * p->sizeof_C, act, scale);
+  gemmini_extended3_config_ld(stride_A * sizeof(elem_t), A_scale_factor, false, 0);
+  gemmini_extended3_config_ld(stride_B * sizeof(elem_t), B_scale_factor, false, 1);
+  gemmini_extended3_config_ld(repeating_bias ? 0 : stride_D * p->sizeof_D, MVIN_SCALE_IDENTITY, low_D, 2);
+}
+
+/* The loop_ws of the tile whose first blocks are (i0, j0, k0), in DIM blocks. */
+GEMMINI_LIB_FN void gemmini_matmul_tile(const struct gemmini_matmul_plan *p, size_t i0, size_t j0, size_t k0) {
+  const size_t ni = p->I - i0 < p->tI ? p->I - i0 : p->tI;
+  const size_t nj = p->J - j0 < p->tJ ? p->J - j0 : p->tJ;
+  const size_t nk = p->K - k0 < p->tK ? p->K - k0 : p->tK;
+  const bool last_k = k0 + nk >= p->K;
+  const int a_id = p->a_reuse ? (i0 + k0 == 0 ? 1 : 2) : 0, b_id = p->b_reuse ? (j0 + k0 == 0 ? 1 : 2) : 0;
+  const elem_t *a = p->transpose_A ? p->A + k0 * DIM * p->stride_A + i0 * DIM : p->A + i0 * DIM * p->stride_A + k0 * DIM;
+  const elem_t *b = p->transpose_B ? p->B + j0 * DIM * p->stride_B + k0 * DIM : p->B + k0 * DIM * p->stride_B + j0 * DIM;
+  if (p->a_reuse && j0 >= 1) a = NULL;
+  if (p->b_reuse && i0 >= 1) b = NULL;
+  const void *d = NULL;
+  if (p->D != NULL && k0 == 0)
+    d = (const char *)p->D + ((p->repeating_bias ? 0 : i0 * DIM) * p->stride_D + j0 * DIM) * p->sizeof_D;
+  void *c = last_k ? (char *)p->C + (i0 * DIM * p->stride_C + j0 * DIM) * p->sizeof_C : NULL;
+  gemmini_loop_ws(ni, nj, nk, i0 + ni >= p->I ? p->pad_I : 0, j0 + nj >= p->J ? p->pad_J : 0, last_k ? p->pad_K : 0,
+                  a, b, d, c, p->stride_A, p->stride_B, p->repeating_bias ? 0 : p->stride_D, p->stride_C,
+                  p->transpose_A, p->transpose_B, p->full_C, p->low_D, (d != NULL) || k0 > 0, p->act, a_id, b_id, false);
+}
+
+/* Explicit tile sizes (in DIM blocks), as in the Gemmini library's tiled_matmul: tiles in i, j,
+ * k order (k innermost, so C stays in the accumulator across K), one loop_ws each. Tiles larger
+ * than the problem are clipped; tiles that do not fit half the scratchpad and half the
+ * accumulator are refused with the reason (Gemmini's library checks the same under
+ * GEMMINI_ASSERTIONS; without it the hardware would overwrite its own tiles). */
+GEMMINI_LIB_FN void tiled_matmul(size_t dim_I, size_t dim_J, size_t dim_K,
+                         const elem_t *A, const elem_t *B, const void *D, void *C,
+                         size_t stride_A, size_t stride_B, size_t stride_D, size_t stride_C,
+                         scale_t A_scale_factor, scale_t B_scale_factor, scale_acc_t D_scale_factor,
+                         int act, acc_scale_t scale, acc_scale_t bert_scale, bool repeating_bias,
+                         size_t tile_I, size_t tile_J, size_t tile_K,
+                         bool transpose_A, bool transpose_B, bool full_C, bool low_D,
+                         uint8_t weightA, enum tiled_matmul_type_t tiled_matmul_type) {
+  (void)D_scale_factor; (void)bert_scale; (void)weightA;
+  if (tiled_matmul_type != WS) {
+    tiled_matmul_auto(dim_I, dim_J, dim_K, A, B, D, C, stride_A, stride_B, stride_D, stride_C,
+                      A_scale_factor, B_scale_factor, D_scale_factor, act, scale, bert_scale,
+                      repeating_bias, transpose_A, transpose_B, full_C, low_D, weightA, tiled_matmul_type);
+    return;
+  }
+  if (act != NO_ACTIVATION && act != RELU) {
+    printf("tiled_matmul: activation %d is not supported (NO_ACTIVATION or RELU)\n", act);
+    fflush(stdout);
+    gemmini_abort(2);
+    return;
+  }
+  const size_t I = (dim_I + DIM - 1) / DIM, J = (dim_J + DIM - 1) / DIM, K = (dim_K + DIM - 1) / DIM;
+  if (tile_I > I) tile_I = I;
+  if (tile_J > J) tile_J = J;
+  if (tile_K > K) tile_K = K;
+  const char *problem = gemmini_matmul_tiles_problem(tile_I, tile_J, tile_K);
+  if (problem != NULL) {
+    printf("tiled_matmul: tiles %lu x %lu x %lu refused: %s; use smaller tiles or tiled_matmul_auto\n",
+           (unsigned long)tile_I, (unsigned long)tile_J, (unsigned long)tile_K, problem);
+    fflush(stdout);
+    gemmini_abort(2);
+    return;
+  }
+  struct gemmini_matmul_plan p;
+  gemmini_matmul_plan_begin(&p, dim_I, dim_J, dim_K, A, B, D, C, stride_A, stride_B, stride_D, stride_C,
+                            A_scale_factor, B_scale_factor, act, scale, repeating_bias, tile_I, tile_J, tile_K,
+                            transpose_A, transpose_B, full_C, low_D);
+  for (size_t i0 = 0; i0 < p.I; i0 += p.tI)
+    for (size_t j0 = 0; j0 < p.J; j0 += p.tJ)
+      for (size_t k0 = 0; k0 < p.K; k0 += p.tK) gemmini_matmul_tile(&p, i0, j0, k0);
+  gemmini_fence();
+}
+
+GEMMINI_LIB_FN void tiled_matmul_auto(size_t dim_I, size_t dim_J, size_t dim_K,
+                              const elem_t *A, const elem_t *B, const void *D, void *C,
+                              size_t stride_A, size_t stride_B, size_t stride_D, size_t stride_C,
+                              scale_t A_scale_factor, scale_t B_scale_factor, scale_acc_t D_scale_factor,
+                              int act, acc_scale_t scale, acc_scale_t bert_scale, bool repeating_bias,
+                              bool transpose_A, bool transpose_B, bool full_C, bool low_D,
                               uint8_t weightA, enum tiled_matmul_type_t tiled_matmul_type) {
   (void)D_scale_factor; (void)bert_scale; (void)weightA;
   if (act != NO_ACTIVATION && act != RELU) {
@@ -140,68 +274,11 @@ GEMMINI_LIB_FN void tiled_matmul_auto(size_t dim_I, size_t dim_J, size_t dim_K,
                             A_scale_factor, B_scale_factor, act, scale, repeating_bias, full_C, low_D);
     return;
   }
-  const size_t I = (dim_I + DIM - 1) / DIM, J = (dim_J + DIM - 1) / DIM, K = (dim_K + DIM - 1) / DIM;
-  const size_t pad_I = I * DIM - dim_I, pad_J = J * DIM - dim_J, pad_K = K * DIM - dim_K;
-  const size_t sizeof_C = full_C ? sizeof(acc_t) : sizeof(elem_t);
-  const size_t sizeof_D = low_D ? sizeof(elem_t) : sizeof(acc_t);
   size_t tI, tJ, tK;
-  gemmini_choose_tiles(I, J, K, &tI, &tJ, &tK);
-
-  gemmini_extended_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0, 1, transpose_A, transpose_B);
-  gemmini_extended_config_st(stride_C * sizeof_C, act, scale);
-  gemmini_extended3_config_ld(stride_A * sizeof(elem_t), A_scale_factor, false, 0);
-  gemmini_extended3_config_ld(stride_B * sizeof(elem_t), B_scale_factor, false, 1);
-  gemmini_extended3_config_ld(repeating_bias ? 0 : stride_D * sizeof_D, MVIN_SCALE_IDENTITY, low_D, 2);
-
-  /* An operand whose tiles all fit (at most two K steps) stays in its own scratchpad region
-   * and is not moved in again, as Gemmini's library does (a_reuse / b_reuse; see
-   * GEMMINI_NO_OPERAND_REUSE in tiled_conv below). */
-  const size_t nI0 = (I + tI - 1) / tI, nJ0 = (J + tJ - 1) / tJ, nK0 = (K + tK - 1) / tK;
-#ifdef GEMMINI_NO_OPERAND_REUSE
-  const bool a_reuse = false, b_reuse = false;
-  (void)nI0; (void)nJ0;
-#else
-  const bool a_reuse = nI0 * nK0 <= 2, b_reuse = nJ0 * nK0 <= 2;
-#endif
-  for (size_t i0 = 0; i0 < I; i0 += tI) {
-    const size_t ni = I - i0 < tI ? I - i0 : tI;
-    for (size_t j0 = 0; j0 < J; j0 += tJ) {
-      const size_t nj = J - j0 < tJ ? J - j0 : tJ;
-      for (size_t k0 = 0; k0 < K; k0 += tK) {
-        const size_t nk = K - k0 < tK ? K - k0 : tK;
-        const bool last_k = k0 + nk >= K;
-        const int a_id = a_reuse ? (i0 + k0 == 0 ? 1 : 2) : 0, b_id = b_reuse ? (j0 + k0 == 0 ? 1 : 2) : 0;
-        const elem_t *a = transpose_A ? A + k0 * DIM * stride_A + i0 * DIM : A + i0 * DIM * stride_A + k0 * DIM;
-        const elem_t *b = transpose_B ? B + j0 * DIM * stride_B + k0 * DIM : B + k0 * DIM * stride_B + j0 * DIM;
-        if (a_reuse && j0 >= 1) a = NULL;
-        if (b_reuse && i0 >= 1) b = NULL;
-        const void *d = NULL;
-        if (D != NULL && k0 == 0)
-          d = (const char *)D + ((repeating_bias ? 0 : i0 * DIM) * stride_D + j0 * DIM) * sizeof_D;
-        void *c = last_k ? (char *)C + (i0 * DIM * stride_C + j0 * DIM) * sizeof_C : NULL;
-        gemmini_loop_ws(ni, nj, nk,
-                        i0 + ni >= I ? pad_I : 0, j0 + nj >= J ? pad_J : 0, last_k ? pad_K : 0,
-                        a, b, d, c, stride_A, stride_B, repeating_bias ? 0 : stride_D, stride_C,
-                        transpose_A, transpose_B, full_C, low_D, (d != NULL) || k0 > 0, act, a_id, b_id, false);
-      }
-    }
-  }
-  gemmini_fence();
-}
-
-/* Explicit tile sizes (in DIM blocks), as in the Gemmini library's tiled_matmul. */
-GEMMINI_LIB_FN void tiled_matmul(size_t dim_I, size_t dim_J, size_t dim_K,
-                         const elem_t *A, const elem_t *B, const void *D, void *C,
-                         size_t stride_A, size_t stride_B, size_t stride_D, size_t stride_C,
-                         scale_t A_scale_factor, scale_t B_scale_factor, scale_acc_t D_scale_factor,
-                         int act, acc_scale_t scale, acc_scale_t bert_scale, bool repeating_bias,
-                         size_t tile_I, size_t tile_J, size_t tile_K,
-                         bool transpose_A, bool transpose_B, bool full_C, bool low_D,
-                         uint8_t weightA, enum tiled_matmul_type_t tiled_matmul_type) {
-  (void)tile_I; (void)tile_J; (void)tile_K;
-  tiled_matmul_auto(dim_I, dim_J, dim_K, A, B, D, C, stride_A, stride_B, stride_D, stride_C,
-                    A_scale_factor, B_scale_factor, D_scale_factor, act, scale, bert_scale,
-                    repeating_bias, transpose_A, transpose_B, full_C, low_D, weightA, tiled_matmul_type);
+  gemmini_choose_tiles((dim_I + DIM - 1) / DIM, (dim_J + DIM - 1) / DIM, (dim_K + DIM - 1) / DIM, &tI, &tJ, &tK);
+  tiled_matmul(dim_I, dim_J, dim_K, A, B, D, C, stride_A, stride_B, stride_D, stride_C,
+               A_scale_factor, B_scale_factor, D_scale_factor, act, scale, bert_scale, repeating_bias,
+               tI, tJ, tK, transpose_A, transpose_B, full_C, low_D, weightA, WS);
 }
 
 /* Convolution through the hardware convolution unroller (loop_conv_ws), as Gemmini's library
@@ -345,6 +422,224 @@ GEMMINI_LIB_FN struct gemmini_in_tile gemmini_input_tile(struct gemmini_out_tile
   return t;
 }
 
+/* One convolution split into loop_conv_ws tiles: what tiled_conv computes once and every tile
+ * reads. Kept apart from tiled_conv's fixed tile order (batches, rows, columns, output channels,
+ * kernel rows, kernel columns, input channels; input channels innermost) so a caller can visit
+ * the tiles in another order (bench/gemmini_dosa_mapped.py replays DOSA's loop permutations). */
+struct gemmini_conv_plan {
+  int batch_size, in_row_dim, in_col_dim, in_channels, out_channels, out_row_dim, out_col_dim;
+  int stride, input_dilation, kernel_dilation, padding, kernel_dim, in_stride, weight_stride, out_stride;
+  bool wrot180, trans_output_1203, trans_input_3120, trans_weight_1203, trans_weight_0132;
+  const elem_t *input, *weights;
+  const acc_t *bias_base; /* the bias, or any non-NULL pointer: "start the tile" */
+  elem_t *output;
+  int act, pool_size, pool_stride, pool_padding;
+  bool no_bias, no_pool;
+  int input_dilated, prow_dim, pcol_dim, din_rows, din_cols;
+  struct gemmini_conv_tile t;
+  /* Operand reuse, as Gemmini's library has done since 2023 (gemmini-rocc-tests "add operand
+   * reuse functionality"): when the weights of the whole layer come in at most two tiles (or
+   * the input in at most two), each stays in its own scratchpad region (ids 1 and 2) and later
+   * calls pass NULL instead of moving it in again (tiled_matmul_auto does the same). This
+   * assumes tiled_conv's order. A program that defines GEMMINI_NO_OPERAND_REUSE before
+   * gemmini.h gets the library from before it, for both (the DOSA artifact's branch has neither). */
+  bool a_reuse, b_reuse;
+};
+
+/* Why a convolution is refused (NULL when it is fine). */
+GEMMINI_LIB_FN const char *gemmini_conv_problem(int input_dilation, int stride, bool trans_output_1203, bool no_pool) {
+  if (input_dilation > 2 || (input_dilation > 1 && stride > 1))
+    return "input_dilation must be 1 or 2 (and 2 only with stride 1)";
+  if (trans_output_1203 && !no_pool) return "pooling with trans_output_1203 is not supported (as in Gemmini's library)";
+  return NULL;
+}
+
+/* Fills *p and configures Gemmini for the convolution with tile t; false (after saying why) when
+ * the call cannot run. */
+GEMMINI_LIB_FN bool gemmini_conv_plan_begin(struct gemmini_conv_plan *p, const char *who, int batch_size, int in_row_dim,
+                                            int in_col_dim, int in_channels, int out_channels, int out_row_dim,
+                                            int out_col_dim, int stride, int input_dilation, int kernel_dilation,
+                                            int padding, int kernel_dim, int in_stride, int weight_stride, int out_stride,
+                                            bool wrot180, bool trans_output_1203, bool trans_input_3120,
+                                            bool trans_weight_1203, bool trans_weight_0132, const struct gemmini_conv_tile *t,
+                                            const elem_t *input, const elem_t *weights, const acc_t *bias, elem_t *output,
+                                            int act, acc_scale_t scale, int pool_size, int pool_stride, int pool_padding) {
+  if (input_dilation < 1) input_dilation = 1;
+  if (kernel_dilation < 1) kernel_dilation = 1;
+  const bool no_pool = !(pool_size > 1 || pool_stride > 1);
+  if (no_pool) { pool_size = 1; pool_stride = 1; pool_padding = 0; }
+  const char *problem = gemmini_conv_problem(input_dilation, stride, trans_output_1203, no_pool);
+  if (problem != NULL) {
+    printf("%s: %s\n", who, problem);
+    fflush(stdout);
+    gemmini_abort(2);
+    return false;
+  }
+  p->batch_size = batch_size; p->in_row_dim = in_row_dim; p->in_col_dim = in_col_dim; p->in_channels = in_channels;
+  p->out_channels = out_channels; p->out_row_dim = out_row_dim; p->out_col_dim = out_col_dim;
+  p->stride = stride; p->input_dilation = input_dilation; p->kernel_dilation = kernel_dilation;
+  p->padding = padding; p->kernel_dim = kernel_dim;
+  p->in_stride = in_stride; p->weight_stride = weight_stride; p->out_stride = out_stride;
+  p->wrot180 = wrot180; p->trans_output_1203 = trans_output_1203; p->trans_input_3120 = trans_input_3120;
+  p->trans_weight_1203 = trans_weight_1203; p->trans_weight_0132 = trans_weight_0132;
+  p->input = input; p->weights = weights; p->output = output;
+  p->no_bias = bias == NULL;
+  p->bias_base = p->no_bias ? (const acc_t *)(uintptr_t)1 : bias;
+  p->act = act; p->pool_size = pool_size; p->pool_stride = pool_stride; p->pool_padding = pool_padding;
+  p->no_pool = no_pool;
+  p->input_dilated = input_dilation == 2;
+  p->prow_dim = (out_row_dim + 2 * pool_padding - pool_size) / pool_stride + 1;
+  p->pcol_dim = (out_col_dim + 2 * pool_padding - pool_size) / pool_stride + 1;
+  p->din_rows = in_row_dim + (input_dilation - 1) * (in_row_dim - 1);
+  p->din_cols = in_col_dim + (input_dilation - 1) * (in_col_dim - 1);
+  p->t = t != NULL ? *t
+                   : gemmini_choose_conv_tile(batch_size, p->prow_dim, p->pcol_dim, in_channels, out_channels, kernel_dim,
+                                              stride, input_dilation, kernel_dilation, pool_size, pool_stride);
+  gemmini_extended_config_st(trans_output_1203 ? batch_size * out_channels : out_stride, act, scale);
+  gemmini_extended3_config_ex(WEIGHT_STATIONARY, 0, 0, 0, input_dilation, stride, trans_input_3120, trans_weight_0132, false);
+  const struct gemmini_conv_tile tt = p->t;
+  const int n_kch = (in_channels + tt.kchs - 1) / tt.kchs, n_poch = (out_channels + tt.pochs - 1) / tt.pochs;
+  const int n_krow = (kernel_dim + tt.krows - 1) / tt.krows, n_kcol = (kernel_dim + tt.kcols - 1) / tt.kcols;
+  const int n_b = (batch_size + tt.batches - 1) / tt.batches, n_porow = (p->prow_dim + tt.porows - 1) / tt.porows;
+  const int n_pocol = (p->pcol_dim + tt.pocols - 1) / tt.pocols;
+#ifdef GEMMINI_NO_OPERAND_REUSE
+  p->b_reuse = false; p->a_reuse = false;
+  (void)n_kch; (void)n_poch; (void)n_krow; (void)n_kcol; (void)n_b; (void)n_porow; (void)n_pocol;
+#else
+  p->b_reuse = n_kch * n_poch * n_krow * n_kcol <= 2;
+  p->a_reuse = n_kch * n_krow * n_kcol * n_b * n_porow * n_pocol <= 2;
+#endif
+  return true;
+}
+
+/* The loop_conv_ws of the tile that starts at batch b, pooled output row porow and column pocol,
+ * output channel poch, kernel row krow and column kcol, input channel kch. Its partial sums
+ * start from the bias at the first kernel row, column and channel and move out at the last. */
+GEMMINI_LIB_FN void gemmini_conv_tile_step(const struct gemmini_conv_plan *p, int b, int porow, int pocol, int poch,
+                                           int krow, int kcol, int kch) {
+  const struct gemmini_conv_tile t = p->t;
+  const int kernel_dim = p->kernel_dim, kernel_dilation = p->kernel_dilation, stride = p->stride;
+  const int orow = porow * p->pool_stride - p->pool_padding, ocol = pocol * p->pool_stride - p->pool_padding;
+  const int irow = (orow < 0 ? 0 : orow) * stride + krow * kernel_dilation - p->padding;
+  const int icol = (ocol < 0 ? 0 : ocol) * stride + kcol * kernel_dilation - p->padding;
+  const int nb = gemmini_part(p->batch_size, b, t.batches);
+  const int npr = gemmini_part(p->prow_dim, porow, t.porows);
+  const int npc = gemmini_part(p->pcol_dim, pocol, t.pocols);
+  const int noc = gemmini_part(p->out_channels, poch, t.pochs);
+  const int nkr = gemmini_part(kernel_dim, krow, t.krows);
+  const int nkc = gemmini_part(kernel_dim, kcol, t.kcols);
+  const int nkch = gemmini_part(p->in_channels, kch, t.kchs);
+  const struct gemmini_out_tile ot = gemmini_pooled_tile(npr, npc, orow, ocol, p->pool_size, p->pool_stride,
+                                                         p->out_row_dim, p->out_col_dim);
+  const int dkr = nkr + (kernel_dilation - 1) * (nkr - 1), dkc = nkc + (kernel_dilation - 1) * (nkc - 1);
+  const struct gemmini_in_tile it = gemmini_input_tile(ot, irow, icol, stride, dkr, dkc, p->din_rows, p->din_cols);
+  int lpad = it.lpad, upad = it.upad, rpad = it.rpad, dpad = it.dpad;
+  if (p->input_dilated) { /* start and end on real (undilated) pixels */
+    lpad += lpad == 0 && icol % 2 != 0;
+    rpad += rpad == 0 && (icol + it.icols) % 2 != 1;
+    upad += upad == 0 && irow % 2 != 0;
+    dpad += dpad == 0 && (irow + it.irows) % 2 != 1;
+  }
+  const int wkr = p->wrot180 ? kernel_dim - krow - nkr : krow, wkc = p->wrot180 ? kernel_dim - kcol - nkc : kcol;
+  const int in_channels = p->in_channels, out_channels = p->out_channels;
+  const elem_t *w = p->weights + (wkr * kernel_dim * in_channels + wkc * in_channels + kch) * p->weight_stride + poch;
+  if (p->trans_weight_1203) w = p->weights + (kch * kernel_dim * kernel_dim + wkr * kernel_dim + wkc) * out_channels + poch;
+  else if (p->trans_weight_0132) w = p->weights + (wkr * kernel_dim * out_channels + wkc * out_channels + poch) * in_channels + kch;
+  const int in_r = (irow + upad) >> p->input_dilated, in_c = (icol + lpad) >> p->input_dilated;
+  const int in_row_dim = p->in_row_dim, in_col_dim = p->in_col_dim;
+  const elem_t *in = p->trans_input_3120
+                         ? p->input + (kch * in_row_dim * in_col_dim + in_r * in_col_dim + in_c) * p->batch_size + b
+                         : p->input + (b * in_row_dim * in_col_dim + in_r * in_col_dim + in_c) * p->in_stride + kch;
+  const bool last = krow + t.krows >= kernel_dim && kcol + t.kcols >= kernel_dim && kch + t.kchs >= in_channels;
+  elem_t *out = NULL;
+  if (last)
+    out = p->trans_output_1203
+              ? p->output + (porow * p->pcol_dim * p->batch_size + pocol * p->batch_size + b) * out_channels + poch
+              : p->output + (b * p->prow_dim * p->pcol_dim + porow * p->pcol_dim + pocol) * p->out_stride + poch;
+  const acc_t *bias_ = (krow == 0 && kcol == 0 && kch == 0) ? p->bias_base + poch : NULL;
+  const int pixels_per_row = gemmini_pixels_per_row(
+      nkch, nkc, p->trans_output_1203 || p->trans_input_3120 || p->trans_weight_1203 || p->trans_weight_0132 ||
+                     p->wrot180 || p->input_dilated || kernel_dilation > 1);
+  const int tile_orows_in = ot.orows - ot.upad - ot.dpad, tile_ocols_in = ot.ocols - ot.lpad - ot.rpad;
+  const int a_id = p->a_reuse ? (kch + krow + kcol + b + porow + pocol == 0 ? 1 : 2) : 0;
+  const int b_id = p->b_reuse ? (kch + poch + krow + kcol == 0 ? 1 : 2) : 0;
+  if (p->b_reuse && pocol + porow + b > 0) w = NULL;
+  if (p->a_reuse && poch > 0) in = NULL;
+  gemmini_loop_conv_ws(p->batch_size, in_row_dim, in_col_dim, in_channels, out_channels, p->out_row_dim, p->out_col_dim,
+                       p->prow_dim, p->pcol_dim, stride, p->padding, kernel_dim, kernel_dilation,
+                       p->pool_size, p->pool_stride, p->pool_padding, nb, npr, npc, noc, nkr, nkc, nkch,
+                       lpad, rpad, upad, dpad, ot.lpad, ot.rpad, ot.upad, ot.dpad, tile_orows_in, tile_ocols_in,
+                       w, out, bias_, in, p->no_bias, p->no_pool, false, p->wrot180, p->input_dilated, p->act,
+                       p->trans_output_1203, p->trans_weight_1203, p->trans_weight_0132, p->trans_input_3120, pixels_per_row,
+                       p->in_stride, p->weight_stride, p->out_stride, false, a_id, b_id);
+}
+
+/* Every tile of a begun plan in tiled_conv's order, then a fence. */
+GEMMINI_LIB_FN void gemmini_conv_plan_run(const struct gemmini_conv_plan *p) {
+  const struct gemmini_conv_tile t = p->t;
+  for (int b = 0; b < p->batch_size; b += t.batches)
+    for (int porow = 0; porow < p->prow_dim; porow += t.porows)
+      for (int pocol = 0; pocol < p->pcol_dim; pocol += t.pocols)
+        for (int poch = 0; poch < p->out_channels; poch += t.pochs)
+          for (int krow = 0; krow < p->kernel_dim; krow += t.krows)
+            for (int kcol = 0; kcol < p->kernel_dim; kcol += t.kcols)
+              for (int kch = 0; kch < p->in_channels; kch += t.kchs)
+                gemmini_conv_tile_step(p, b, porow, pocol, poch, krow, kcol, kch);
+  gemmini_fence();
+}
+
+/* Explicit tiles, with Gemmini's tiled_conv signature: batches, pooled output rows and columns,
+ * output channels, kernel rows and columns, input channels per tile. Tiles larger than the
+ * problem are clipped; tiles whose input and weights need more than half the scratchpad, or
+ * whose output needs more than half the accumulator, are refused with the sizes (Gemmini's
+ * library checks the same under GEMMINI_ASSERTIONS). */
+GEMMINI_LIB_FN void tiled_conv(int batch_size, int in_row_dim, int in_col_dim, int in_channels,
+                               int out_channels, int out_row_dim, int out_col_dim,
+                               int stride, int input_dilation, int kernel_dilation, int padding, int kernel_dim,
+                               int in_stride, int weight_stride, int out_stride,
+                               bool wrot180, bool trans_output_1203, bool trans_input_3120,
+                               bool trans_weight_1203, bool trans_weight_0132,
+                               int batches, int porows, int pocols, int pochs, int krows, int kcols, int kchs,
+                               const elem_t *input, const elem_t *weights, const acc_t *bias, elem_t *output,
+                               int act, acc_scale_t scale, int pool_size, int pool_stride, int pool_padding,
+                               enum tiled_matmul_type_t tiled_conv_type) {
+  (void)tiled_conv_type;
+  const bool no_pool = !(pool_size > 1 || pool_stride > 1);
+  const int psize = no_pool ? 1 : pool_size, pstride = no_pool ? 1 : pool_stride, ppad = no_pool ? 0 : pool_padding;
+  const int prow_dim = (out_row_dim + 2 * ppad - psize) / pstride + 1, pcol_dim = (out_col_dim + 2 * ppad - psize) / pstride + 1;
+  const int whole[7] = {batch_size, prow_dim, pcol_dim, out_channels, kernel_dim, kernel_dim, in_channels};
+  int d[7] = {batches, porows, pocols, pochs, krows, kcols, kchs};
+  for (int i = 0; i < 7; i++) {
+    if (d[i] > whole[i]) d[i] = whole[i];
+    if (d[i] < 1) {
+      printf("tiled_conv: tile sizes must be at least 1 (batches, porows, pocols, pochs, krows, kcols, kchs)\n");
+      fflush(stdout);
+      gemmini_abort(2);
+      return;
+    }
+  }
+  int sp, acc;
+  gemmini_conv_tile_rows(d, stride, input_dilation < 1 ? 1 : input_dilation, kernel_dilation < 1 ? 1 : kernel_dilation,
+                         psize, pstride, &sp, &acc);
+  if (sp > BANK_NUM * BANK_ROWS / 2 || acc > ACC_ROWS / 2) {
+    printf("tiled_conv: tile %d x %d x %d x %d x %d x %d x %d refused: it needs %d scratchpad rows (half is %d) and "
+           "%d accumulator rows (half is %d); use smaller tiles or tiled_conv_auto\n",
+           d[0], d[1], d[2], d[3], d[4], d[5], d[6], sp, BANK_NUM * BANK_ROWS / 2, acc, ACC_ROWS / 2);
+    fflush(stdout);
+    gemmini_abort(2);
+    return;
+  }
+  const struct gemmini_conv_tile t = {d[0], d[1], d[2], d[3], d[4], d[5], d[6]};
+  struct gemmini_conv_plan p;
+  if (!gemmini_conv_plan_begin(&p, "tiled_conv", batch_size, in_row_dim, in_col_dim, in_channels, out_channels,
+                               out_row_dim, out_col_dim, stride, input_dilation, kernel_dilation, padding, kernel_dim,
+                               in_stride, weight_stride, out_stride, wrot180, trans_output_1203, trans_input_3120,
+                               trans_weight_1203, trans_weight_0132, &t, input, weights, bias, output, act, scale,
+                               pool_size, pool_stride, pool_padding))
+    return;
+  gemmini_conv_plan_run(&p);
+}
+
 GEMMINI_LIB_FN void tiled_conv_stride_auto(int batch_size, int in_row_dim, int in_col_dim, int in_channels,
                                    int out_channels, int out_row_dim, int out_col_dim,
                                    int stride, int input_dilation, int kernel_dilation, int padding, int kernel_dim,
@@ -355,118 +650,14 @@ GEMMINI_LIB_FN void tiled_conv_stride_auto(int batch_size, int in_row_dim, int i
                                    int act, acc_scale_t scale, int pool_size, int pool_stride, int pool_padding,
                                    enum tiled_matmul_type_t tiled_conv_type) {
   (void)tiled_conv_type;
-  if (input_dilation < 1) input_dilation = 1;
-  if (kernel_dilation < 1) kernel_dilation = 1;
-  if (input_dilation > 2 || (input_dilation > 1 && stride > 1)) {
-    printf("tiled_conv_auto: input_dilation must be 1 or 2 (and 2 only with stride 1)\n");
-    fflush(stdout);
-    gemmini_abort(2);
+  struct gemmini_conv_plan p;
+  if (!gemmini_conv_plan_begin(&p, "tiled_conv_auto", batch_size, in_row_dim, in_col_dim, in_channels, out_channels,
+                               out_row_dim, out_col_dim, stride, input_dilation, kernel_dilation, padding, kernel_dim,
+                               in_stride, weight_stride, out_stride, wrot180, trans_output_1203, trans_input_3120,
+                               trans_weight_1203, trans_weight_0132, NULL, input, weights, bias, output, act, scale,
+                               pool_size, pool_stride, pool_padding))
     return;
-  }
-  const bool no_bias = bias == NULL;
-  const bool no_pool = !(pool_size > 1 || pool_stride > 1);
-  if (no_pool) { pool_size = 1; pool_stride = 1; pool_padding = 0; }
-  if (trans_output_1203 && !no_pool) {
-    printf("tiled_conv_auto: pooling with trans_output_1203 is not supported (as in Gemmini's library)\n");
-    fflush(stdout);
-    gemmini_abort(2);
-    return;
-  }
-  const int input_dilated = input_dilation == 2;
-  const int prow_dim = (out_row_dim + 2 * pool_padding - pool_size) / pool_stride + 1;
-  const int pcol_dim = (out_col_dim + 2 * pool_padding - pool_size) / pool_stride + 1;
-  const int din_rows = in_row_dim + (input_dilation - 1) * (in_row_dim - 1);
-  const int din_cols = in_col_dim + (input_dilation - 1) * (in_col_dim - 1);
-  const struct gemmini_conv_tile t = gemmini_choose_conv_tile(batch_size, prow_dim, pcol_dim, in_channels, out_channels,
-                                                              kernel_dim, stride, input_dilation, kernel_dilation,
-                                                              pool_size, pool_stride);
-  gemmini_extended_config_st(trans_output_1203 ? batch_size * out_channels : out_stride, act, scale);
-  gemmini_extended3_config_ex(WEIGHT_STATIONARY, 0, 0, 0, input_dilation, stride, trans_input_3120, trans_weight_0132, false);
-  const acc_t *bias_base = no_bias ? (const acc_t *)(uintptr_t)1 : bias;  /* any non-NULL pointer: "start the tile" */
-  /* Operand reuse, as Gemmini's library has done since 2023 (gemmini-rocc-tests "add operand
-   * reuse functionality"): when the weights of the whole layer come in at most two tiles (or
-   * the input in at most two), each stays in its own scratchpad region (ids 1 and 2) and later
-   * calls pass NULL instead of moving it in again (tiled_matmul_auto does the same). A program
-   * that defines GEMMINI_NO_OPERAND_REUSE before gemmini.h gets the library from before it, for
-   * both (the DOSA artifact's gemmini-rocc-tests branch has neither). */
-  const int n_kch = (in_channels + t.kchs - 1) / t.kchs, n_poch = (out_channels + t.pochs - 1) / t.pochs;
-  const int n_krow = (kernel_dim + t.krows - 1) / t.krows, n_kcol = (kernel_dim + t.kcols - 1) / t.kcols;
-  const int n_b = (batch_size + t.batches - 1) / t.batches, n_porow = (prow_dim + t.porows - 1) / t.porows;
-  const int n_pocol = (pcol_dim + t.pocols - 1) / t.pocols;
-#ifdef GEMMINI_NO_OPERAND_REUSE
-  const bool b_reuse = false, a_reuse = false;
-  (void)n_poch; (void)n_b; (void)n_porow; (void)n_pocol;
-#else
-  const bool b_reuse = n_kch * n_poch * n_krow * n_kcol <= 2;
-  const bool a_reuse = n_kch * n_krow * n_kcol * n_b * n_porow * n_pocol <= 2;
-#endif
-  for (int b = 0; b < batch_size; b += t.batches)
-    for (int porow = 0; porow < prow_dim; porow += t.porows) {
-      const int orow = porow * pool_stride - pool_padding;
-      for (int pocol = 0; pocol < pcol_dim; pocol += t.pocols) {
-        const int ocol = pocol * pool_stride - pool_padding;
-        for (int poch = 0; poch < out_channels; poch += t.pochs)
-          for (int krow = 0; krow < kernel_dim; krow += t.krows) {
-            const int irow = (orow < 0 ? 0 : orow) * stride + krow * kernel_dilation - padding;
-            for (int kcol = 0; kcol < kernel_dim; kcol += t.kcols) {
-              const int icol = (ocol < 0 ? 0 : ocol) * stride + kcol * kernel_dilation - padding;
-              for (int kch = 0; kch < in_channels; kch += t.kchs) {
-                const int nb = gemmini_part(batch_size, b, t.batches);
-                const int npr = gemmini_part(prow_dim, porow, t.porows);
-                const int npc = gemmini_part(pcol_dim, pocol, t.pocols);
-                const int noc = gemmini_part(out_channels, poch, t.pochs);
-                const int nkr = gemmini_part(kernel_dim, krow, t.krows);
-                const int nkc = gemmini_part(kernel_dim, kcol, t.kcols);
-                const int nkch = gemmini_part(in_channels, kch, t.kchs);
-                const struct gemmini_out_tile ot = gemmini_pooled_tile(npr, npc, orow, ocol, pool_size, pool_stride,
-                                                                       out_row_dim, out_col_dim);
-                const int tile_ocols = ot.ocols, tile_orows = ot.orows;
-                const int plpad = ot.lpad, pupad = ot.upad, prpad = ot.rpad, pdpad = ot.dpad;
-                const int dkr = nkr + (kernel_dilation - 1) * (nkr - 1), dkc = nkc + (kernel_dilation - 1) * (nkc - 1);
-                const struct gemmini_in_tile it = gemmini_input_tile(ot, irow, icol, stride, dkr, dkc, din_rows, din_cols);
-                const int tile_icols = it.icols, tile_irows = it.irows;
-                int lpad = it.lpad, upad = it.upad, rpad = it.rpad, dpad = it.dpad;
-                if (input_dilated) { /* start and end on real (undilated) pixels */
-                  lpad += lpad == 0 && icol % 2 != 0;
-                  rpad += rpad == 0 && (icol + tile_icols) % 2 != 1;
-                  upad += upad == 0 && irow % 2 != 0;
-                  dpad += dpad == 0 && (irow + tile_irows) % 2 != 1;
-                }
-                const int wkr = wrot180 ? kernel_dim - krow - nkr : krow, wkc = wrot180 ? kernel_dim - kcol - nkc : kcol;
-                const elem_t *w = weights + (wkr * kernel_dim * in_channels + wkc * in_channels + kch) * weight_stride + poch;
-                if (trans_weight_1203) w = weights + (kch * kernel_dim * kernel_dim + wkr * kernel_dim + wkc) * out_channels + poch;
-                else if (trans_weight_0132) w = weights + (wkr * kernel_dim * out_channels + wkc * out_channels + poch) * in_channels + kch;
-                const int in_r = (irow + upad) >> input_dilated, in_c = (icol + lpad) >> input_dilated;
-                const elem_t *in = trans_input_3120
-                                       ? input + (kch * in_row_dim * in_col_dim + in_r * in_col_dim + in_c) * batch_size + b
-                                       : input + (b * in_row_dim * in_col_dim + in_r * in_col_dim + in_c) * in_stride + kch;
-                const bool last = krow + t.krows >= kernel_dim && kcol + t.kcols >= kernel_dim && kch + t.kchs >= in_channels;
-                elem_t *out = NULL;
-                if (last)
-                  out = trans_output_1203 ? output + (porow * pcol_dim * batch_size + pocol * batch_size + b) * out_channels + poch
-                                          : output + (b * prow_dim * pcol_dim + porow * pcol_dim + pocol) * out_stride + poch;
-                const acc_t *bias_ = (krow == 0 && kcol == 0 && kch == 0) ? bias_base + poch : NULL;
-                const int pixels_per_row = gemmini_pixels_per_row(
-                    nkch, nkc, trans_output_1203 || trans_input_3120 || trans_weight_1203 || trans_weight_0132 ||
-                                   wrot180 || input_dilated || kernel_dilation > 1);
-                const int tile_orows_in = tile_orows - pupad - pdpad, tile_ocols_in = tile_ocols - plpad - prpad;
-                const int a_id = a_reuse ? (kch + krow + kcol + b + porow + pocol == 0 ? 1 : 2) : 0;
-                const int b_id = b_reuse ? (kch + poch + krow + kcol == 0 ? 1 : 2) : 0;
-                if (b_reuse && pocol + porow + b > 0) w = NULL;
-                if (a_reuse && poch > 0) in = NULL;
-                gemmini_loop_conv_ws(batch_size, in_row_dim, in_col_dim, in_channels, out_channels, out_row_dim, out_col_dim,
-                                     prow_dim, pcol_dim, stride, padding, kernel_dim, kernel_dilation,
-                                     pool_size, pool_stride, pool_padding, nb, npr, npc, noc, nkr, nkc, nkch,
-                                     lpad, rpad, upad, dpad, plpad, prpad, pupad, pdpad, tile_orows_in, tile_ocols_in,
-                                     w, out, bias_, in, no_bias, no_pool, false, wrot180, input_dilated, act,
-                                     trans_output_1203, trans_weight_1203, trans_weight_0132, trans_input_3120, pixels_per_row,
-                                     in_stride, weight_stride, out_stride, false, a_id, b_id);
-              }
-            }
-          }
-      }
-    }
-  gemmini_fence();
+  gemmini_conv_plan_run(&p);
 }
 
 GEMMINI_LIB_FN void tiled_conv_auto(int batch_size, int in_row_dim, int in_col_dim, int in_channels,

@@ -72,10 +72,15 @@ namespace {
 
 using namespace gemmini_timing;
 
-constexpr uint32_t BANKS = 4;
-constexpr uint32_t BANK_ROWS = 4096;
-constexpr uint32_t SP_ROWS = BANKS * BANK_ROWS;
-constexpr uint32_t ACC_ROWS = 1024;
+constexpr uint32_t BANKS = 4;  // Configs.scala defaultConfig sp_banks
+// Scratchpad and accumulator sizes: defaultConfig's (Configs.scala: sp_capacity 256 KiB in
+// sp_banks = 4 banks of 16-byte rows, acc_capacity 64 KiB of 64-byte rows) unless the
+// configuration line `buffers_kib SP ACC` names another image's (the DOSA artifact's
+// dummy16Config: 4096 and 4096). Set before the model runs, never after.
+constexpr uint32_t DEFAULT_SP_KIB = 256, DEFAULT_ACC_KIB = 64, MAX_BUFFER_KIB = 8192;
+uint32_t g_bank_rows = DEFAULT_SP_KIB * 1024 / (BANKS * DIM);
+uint32_t g_sp_rows = BANKS * g_bank_rows;
+uint32_t g_acc_rows = DEFAULT_ACC_KIB * 1024 / (DIM * 4);
 constexpr uint32_t MAX_BLOCK_LEN = 4;      // 64-byte DMA rows / DIM int8 elements
 constexpr uint32_t MAX_BLOCK_LEN_ACC = 1;  // 64-byte DMA rows / DIM int32 elements
 constexpr uint32_t GARBAGE = 0xFFFFFFFFu;
@@ -436,12 +441,18 @@ class guard_csr_t : public csr_t {
 class gemmini_t : public extension_t {
  public:
   gemmini_t()
-      : sp(SP_ROWS * DIM, 0), acc(ACC_ROWS * DIM, 0), sp_w(SP_ROWS, 0), sp_r(SP_ROWS, 0),
-        acc_w(ACC_ROWS, 0), acc_r(ACC_ROWS, 0), sp_touched(SP_ROWS, 0), acc_touched(ACC_ROWS, 0),
-        ldq("load", LOAD_QUEUE_DEPTH), exq("execute", EXECUTE_QUEUE_DEPTH),
+      : ldq("load", LOAD_QUEUE_DEPTH), exq("execute", EXECUTE_QUEUE_DEPTH),
         stq("store", STORE_QUEUE_DEPTH) {
     g_model = this;
     read_config();
+    sp.assign((size_t)g_sp_rows * DIM, 0);
+    acc.assign((size_t)g_acc_rows * DIM, 0);
+    sp_w.assign(g_sp_rows, 0);
+    sp_r.assign(g_sp_rows, 0);
+    acc_w.assign(g_acc_rows, 0);
+    acc_r.assign(g_acc_rows, 0);
+    sp_touched.assign(g_sp_rows, 0);
+    acc_touched.assign(g_acc_rows, 0);
   }
 
   const char* name() const override { return "gemmini"; }
@@ -748,6 +759,21 @@ class gemmini_t : public extension_t {
           std::_Exit(4);
         }
         dma_inflight = n;
+      } else if (key == "buffers_kib") {
+        // Another image's scratchpad and accumulator (KiB): the hardware loops split what the
+        // hardware has, so the DOSA image's 4 MiB buffers place tiles in other banks.
+        uint64_t sp_kib = 0, acc_kib = 0;
+        ls >> sp_kib >> acc_kib;
+        if (sp_kib < DEFAULT_SP_KIB || sp_kib > MAX_BUFFER_KIB || sp_kib % DEFAULT_SP_KIB != 0 ||
+            acc_kib < DEFAULT_ACC_KIB || acc_kib > MAX_BUFFER_KIB || acc_kib % DEFAULT_ACC_KIB != 0) {
+          std::fprintf(stderr, "gemmini: buffers_kib %llu %llu: the scratchpad must be a multiple of %u KiB and the "
+                       "accumulator of %u KiB, each at most %u KiB\n", (unsigned long long)sp_kib,
+                       (unsigned long long)acc_kib, DEFAULT_SP_KIB, DEFAULT_ACC_KIB, MAX_BUFFER_KIB);
+          std::_Exit(4);
+        }
+        g_bank_rows = (uint32_t)(sp_kib * 1024 / (BANKS * DIM));
+        g_sp_rows = BANKS * g_bank_rows;
+        g_acc_rows = (uint32_t)(acc_kib * 1024 / (DIM * 4));
       } else if (key == "memory_latency") {
         // Calibration runs only (bench/gemmini_calibrate.py): the DRAM round trip, the L2 hit
         // round trip and (optionally) the LLC hit answer, in place of DMA_LATENCY,
@@ -915,14 +941,14 @@ class gemmini_t : public extension_t {
 
   void check_sp(uint32_t row, uint32_t n, const char* what) {
     if (n == 0) return;
-    if ((uint64_t)row + n > SP_ROWS)
+    if ((uint64_t)row + n > g_sp_rows)
       fail("%s: scratchpad rows %u..%u out of range (%u banks x %u rows = %u rows)", what, row,
-           row + n - 1, BANKS, BANK_ROWS, SP_ROWS);
+           row + n - 1, BANKS, g_bank_rows, g_sp_rows);
   }
   void check_acc(uint32_t row, uint32_t n, const char* what) {
     if (n == 0) return;
-    if ((uint64_t)row + n > ACC_ROWS)
-      fail("%s: accumulator rows %u..%u out of range (%u rows)", what, row, row + n - 1, ACC_ROWS);
+    if ((uint64_t)row + n > g_acc_rows)
+      fail("%s: accumulator rows %u..%u out of range (%u rows)", what, row, row + n - 1, g_acc_rows);
   }
 
   // ---- timing helpers ----------------------------------------------------------------
@@ -1346,7 +1372,7 @@ class gemmini_t : public extension_t {
     if (o.cols > max_cols)
       fail("%u columns exceed the %u-column limit for a %s move-in (64-byte DMA rows)", o.cols,
            max_cols, to_acc ? (c.shrunk ? "shrunk accumulator" : "accumulator") : "scratchpad");
-    if (!to_acc && o.addr.row >= SP_ROWS && (o.addr.accumulate || o.addr.full))
+    if (!to_acc && o.addr.row >= g_sp_rows && (o.addr.accumulate || o.addr.full))
       fail("scratchpad address 0x%x has accumulator-only bits set", o.raw);
     const uint32_t blocks = (o.cols + DIM - 1) / DIM;
     const uint32_t bstride = c.block_stride;
@@ -1424,7 +1450,7 @@ class gemmini_t : public extension_t {
     if (!to_acc && g_timed) {
       uint32_t per_bank[BANKS] = {0};
       for (uint32_t b = 0; b < blocks; b++)
-        for (uint32_t r = 0; r < o.rows; r++) per_bank[(o.addr.row + b * bstride + r) / BANK_ROWS]++;
+        for (uint32_t r = 0; r < o.rows; r++) per_bank[(o.addr.row + b * bstride + r) / g_bank_rows]++;
       for (uint32_t k = 0; k < BANKS; k++)
         if (per_bank[k]) note_bank_write(k, done - per_bank[k], done);
     }
@@ -1633,7 +1659,7 @@ class gemmini_t : public extension_t {
   static int bank_key(const Operand& o) {
     if (o.addr.garbage) return -1;
     if (o.addr.acc) return 100;
-    return (int)(o.addr.row / BANK_ROWS);
+    return (int)(o.addr.row / g_bank_rows);
   }
   // How many operands of one step read the same SRAM (1: no conflict).
   static uint64_t bank_conflict(int a, int b, int d) {
@@ -2037,7 +2063,7 @@ class gemmini_t : public extension_t {
     if (lw.pad_i >= DIM || lw.pad_j >= DIM || lw.pad_k >= DIM)
       fail("padding pad_I=%u pad_J=%u pad_K=%u must be below DIM=%u", lw.pad_i, lw.pad_j, lw.pad_k, DIM);
     if (ex.dataflow != WEIGHT_STATIONARY) fail("loop_ws needs the WEIGHT_STATIONARY dataflow (config_ex)");
-    const uint32_t half_sp = SP_ROWS / 2, half_acc = ACC_ROWS / 2;
+    const uint32_t half_sp = g_sp_rows / 2, half_acc = g_acc_rows / 2;
     const uint64_t a_rows = (uint64_t)I * K * DIM, b_rows = (uint64_t)K * J * DIM, c_rows = (uint64_t)I * J * DIM;
     if (c_rows > half_acc)
       fail("I*J*DIM = %llu accumulator rows exceed half the accumulator (%u rows)", (unsigned long long)c_rows, half_acc);
@@ -2173,7 +2199,7 @@ class gemmini_t : public extension_t {
           for (uint32_t b = 0; b < blocks; b++) st_c = std::max(st_c, ex_last[(size_t)i * J + j + b]);
           on(st_c, [&] { mvout(dram, rs2_of(acc_addr(acc_base + (i * J + j) * DIM, false, full_c), cols, rows)); });
         }
-      loop_acc_base = (loop_acc_base + half_acc) % ACC_ROWS;
+      loop_acc_base = (loop_acc_base + half_acc) % g_acc_rows;
     }
     lw_ld_free = ld_c;
     lw_ex_free = ex_c;
@@ -2196,7 +2222,7 @@ class gemmini_t : public extension_t {
     cur = "loop_ws";
     if (I == 0 || J == 0) fail("bounds I=%u J=%u must be at least 1 in residual-add mode", I, J);
     if (lw.pad_i >= DIM || lw.pad_j >= DIM) fail("padding pad_I=%u pad_J=%u must be below DIM=%u", lw.pad_i, lw.pad_j, DIM);
-    const uint32_t half_acc = ACC_ROWS / 2;
+    const uint32_t half_acc = g_acc_rows / 2;
     if ((uint64_t)I * J * DIM > half_acc)
       fail("I*J*DIM = %llu accumulator rows exceed half the accumulator (%u rows)", (unsigned long long)I * J * DIM, half_acc);
     if (lw.a == 0 || lw.b == 0) fail("residual add needs both A and B addresses");
@@ -2228,7 +2254,7 @@ class gemmini_t : public extension_t {
           else if (lw.c != 0)
             mvout(lw.c + ((uint64_t)i * lw.c_stride + j) * DIM, rs2_of(0x80000000u | row, cols, rows));
         }
-    if (lw.c != 0) loop_acc_base = (loop_acc_base + half_acc) % ACC_ROWS;
+    if (lw.c != 0) loop_acc_base = (loop_acc_base + half_acc) % g_acc_rows;
     internal = false;
     loop_issue_end[slot] = internal_issue;
     last_loop_issue_end = internal_issue;
