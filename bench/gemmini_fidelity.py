@@ -46,6 +46,11 @@ Published figures used (every one we could find and check here):
   and FASED DDR3 with a 4 MiB LLC; shapes, cycle counts and how the model is run to match are
   in gemmini_dosa_layers.py. Each layer is a published figure; the two memory latencies are
   fitted to these and the pair by gemmini_calibrate.py.
+- DOSA artifact again: its own mapping of every layer (explicit tiles, a loop permutation),
+  timed right after the library call, 222 FireSim figures over varied schedules and whether each
+  beat the library. They are read at run time from a clone of gemmini-rocc-tests (branch dosa),
+  so they have their own bench: `python bench/gemmini_dosa_mapped.py --suite CLONE` (about 20
+  minutes); its figures are in MODEL.md.
 - Autocomp paper, abstract again: 5.6x (GEMM) and 2.7x (conv) over the library bound the
   library's utilisation on the paper's shapes (gemmini_autocomp_shapes.py) from above.
 - Gemmini paper (Genc et al., arXiv 1911.09925 v1, abstract): selected design points run DNN

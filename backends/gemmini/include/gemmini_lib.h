@@ -492,9 +492,7 @@ GEMMINI_LIB_FN bool gemmini_conv_plan_begin(struct gemmini_conv_plan *p, const c
   p->pcol_dim = (out_col_dim + 2 * pool_padding - pool_size) / pool_stride + 1;
   p->din_rows = in_row_dim + (input_dilation - 1) * (in_row_dim - 1);
   p->din_cols = in_col_dim + (input_dilation - 1) * (in_col_dim - 1);
-  p->t = t != NULL ? *t
-                   : gemmini_choose_conv_tile(batch_size, p->prow_dim, p->pcol_dim, in_channels, out_channels, kernel_dim,
-                                              stride, input_dilation, kernel_dilation, pool_size, pool_stride);
+  p->t = *t;
   gemmini_extended_config_st(trans_output_1203 ? batch_size * out_channels : out_stride, act, scale);
   gemmini_extended3_config_ex(WEIGHT_STATIONARY, 0, 0, 0, input_dilation, stride, trans_input_3120, trans_weight_0132, false);
   const struct gemmini_conv_tile tt = p->t;
@@ -605,6 +603,13 @@ GEMMINI_LIB_FN void tiled_conv(int batch_size, int in_row_dim, int in_col_dim, i
                                enum tiled_matmul_type_t tiled_conv_type) {
   (void)tiled_conv_type;
   const bool no_pool = !(pool_size > 1 || pool_stride > 1);
+  const char *problem = gemmini_conv_problem(input_dilation < 1 ? 1 : input_dilation, stride, trans_output_1203, no_pool);
+  if (problem != NULL) {
+    printf("tiled_conv: %s\n", problem);
+    fflush(stdout);
+    gemmini_abort(2);
+    return;
+  }
   const int psize = no_pool ? 1 : pool_size, pstride = no_pool ? 1 : pool_stride, ppad = no_pool ? 0 : pool_padding;
   const int prow_dim = (out_row_dim + 2 * ppad - psize) / pstride + 1, pcol_dim = (out_col_dim + 2 * ppad - psize) / pstride + 1;
   const int whole[7] = {batch_size, prow_dim, pcol_dim, out_channels, kernel_dim, kernel_dim, in_channels};
@@ -631,13 +636,12 @@ GEMMINI_LIB_FN void tiled_conv(int batch_size, int in_row_dim, int in_col_dim, i
   }
   const struct gemmini_conv_tile t = {d[0], d[1], d[2], d[3], d[4], d[5], d[6]};
   struct gemmini_conv_plan p;
-  if (!gemmini_conv_plan_begin(&p, "tiled_conv", batch_size, in_row_dim, in_col_dim, in_channels, out_channels,
-                               out_row_dim, out_col_dim, stride, input_dilation, kernel_dilation, padding, kernel_dim,
-                               in_stride, weight_stride, out_stride, wrot180, trans_output_1203, trans_input_3120,
-                               trans_weight_1203, trans_weight_0132, &t, input, weights, bias, output, act, scale,
-                               pool_size, pool_stride, pool_padding))
-    return;
-  gemmini_conv_plan_run(&p);
+  if (gemmini_conv_plan_begin(&p, "tiled_conv", batch_size, in_row_dim, in_col_dim, in_channels, out_channels,
+                              out_row_dim, out_col_dim, stride, input_dilation, kernel_dilation, padding, kernel_dim,
+                              in_stride, weight_stride, out_stride, wrot180, trans_output_1203, trans_input_3120,
+                              trans_weight_1203, trans_weight_0132, &t, input, weights, bias, output, act, scale,
+                              pool_size, pool_stride, pool_padding))
+    gemmini_conv_plan_run(&p);
 }
 
 GEMMINI_LIB_FN void tiled_conv_stride_auto(int batch_size, int in_row_dim, int in_col_dim, int in_channels,
@@ -649,15 +653,18 @@ GEMMINI_LIB_FN void tiled_conv_stride_auto(int batch_size, int in_row_dim, int i
                                    const elem_t *input, const elem_t *weights, const acc_t *bias, elem_t *output,
                                    int act, acc_scale_t scale, int pool_size, int pool_stride, int pool_padding,
                                    enum tiled_matmul_type_t tiled_conv_type) {
-  (void)tiled_conv_type;
-  struct gemmini_conv_plan p;
-  if (!gemmini_conv_plan_begin(&p, "tiled_conv_auto", batch_size, in_row_dim, in_col_dim, in_channels, out_channels,
-                               out_row_dim, out_col_dim, stride, input_dilation, kernel_dilation, padding, kernel_dim,
-                               in_stride, weight_stride, out_stride, wrot180, trans_output_1203, trans_input_3120,
-                               trans_weight_1203, trans_weight_0132, NULL, input, weights, bias, output, act, scale,
-                               pool_size, pool_stride, pool_padding))
-    return;
-  gemmini_conv_plan_run(&p);
+  /* As Gemmini's library: choose the tile, then run tiled_conv with it. */
+  const bool no_pool = !(pool_size > 1 || pool_stride > 1);
+  const int psize = no_pool ? 1 : pool_size, pstride = no_pool ? 1 : pool_stride, ppad = no_pool ? 0 : pool_padding;
+  const struct gemmini_conv_tile t = gemmini_choose_conv_tile(
+      batch_size, (out_row_dim + 2 * ppad - psize) / pstride + 1, (out_col_dim + 2 * ppad - psize) / pstride + 1,
+      in_channels, out_channels, kernel_dim, stride, input_dilation < 1 ? 1 : input_dilation,
+      kernel_dilation < 1 ? 1 : kernel_dilation, psize, pstride);
+  tiled_conv(batch_size, in_row_dim, in_col_dim, in_channels, out_channels, out_row_dim, out_col_dim, stride,
+             input_dilation, kernel_dilation, padding, kernel_dim, in_stride, weight_stride, out_stride, wrot180,
+             trans_output_1203, trans_input_3120, trans_weight_1203, trans_weight_0132, t.batches, t.porows, t.pocols,
+             t.pochs, t.krows, t.kcols, t.kchs, input, weights, bias, output, act, scale, pool_size, pool_stride,
+             pool_padding, tiled_conv_type);
 }
 
 GEMMINI_LIB_FN void tiled_conv_auto(int batch_size, int in_row_dim, int in_col_dim, int in_channels,

@@ -83,6 +83,9 @@ uint32_t g_sp_rows = BANKS * g_bank_rows;
 uint32_t g_acc_rows = DEFAULT_ACC_KIB * 1024 / (DIM * 4);
 constexpr uint32_t MAX_BLOCK_LEN = 4;      // 64-byte DMA rows / DIM int8 elements
 constexpr uint32_t MAX_BLOCK_LEN_ACC = 1;  // 64-byte DMA rows / DIM int32 elements
+// Channels one move-in of LoopConv's input or weight loader carries (LoopConv.scala LdInput
+// max_ichs_per_mvin, LdWeights max_chs_per_mvin: max_block_len * block_size).
+constexpr int64_t CONV_MAX_CHS_PER_MVIN = MAX_BLOCK_LEN * DIM;
 constexpr uint32_t GARBAGE = 0xFFFFFFFFu;
 constexpr int OUTPUT_STATIONARY = 0;
 constexpr int WEIGHT_STATIONARY = 1;
