@@ -602,30 +602,26 @@ GEMMINI_LIB_FN void tiled_conv(int batch_size, int in_row_dim, int in_col_dim, i
                                int act, acc_scale_t scale, int pool_size, int pool_stride, int pool_padding,
                                enum tiled_matmul_type_t tiled_conv_type) {
   (void)tiled_conv_type;
-  const bool no_pool = !(pool_size > 1 || pool_stride > 1);
-  const char *problem = gemmini_conv_problem(input_dilation < 1 ? 1 : input_dilation, stride, trans_output_1203, no_pool);
-  if (problem != NULL) {
-    printf("tiled_conv: %s\n", problem);
+  const struct gemmini_conv_tile asked = {batches, porows, pocols, pochs, krows, kcols, kchs};
+  if (batches < 1 || porows < 1 || pocols < 1 || pochs < 1 || krows < 1 || kcols < 1 || kchs < 1) {
+    printf("tiled_conv: tile sizes must be at least 1 (batches, porows, pocols, pochs, krows, kcols, kchs)\n");
     fflush(stdout);
     gemmini_abort(2);
     return;
   }
-  const int psize = no_pool ? 1 : pool_size, pstride = no_pool ? 1 : pool_stride, ppad = no_pool ? 0 : pool_padding;
-  const int prow_dim = (out_row_dim + 2 * ppad - psize) / pstride + 1, pcol_dim = (out_col_dim + 2 * ppad - psize) / pstride + 1;
-  const int whole[7] = {batch_size, prow_dim, pcol_dim, out_channels, kernel_dim, kernel_dim, in_channels};
+  struct gemmini_conv_plan p;
+  if (!gemmini_conv_plan_begin(&p, "tiled_conv", batch_size, in_row_dim, in_col_dim, in_channels, out_channels,
+                               out_row_dim, out_col_dim, stride, input_dilation, kernel_dilation, padding, kernel_dim,
+                               in_stride, weight_stride, out_stride, wrot180, trans_output_1203, trans_input_3120,
+                               trans_weight_1203, trans_weight_0132, &asked, input, weights, bias, output, act, scale,
+                               pool_size, pool_stride, pool_padding))
+    return;
+  const int whole[7] = {batch_size, p.prow_dim, p.pcol_dim, out_channels, kernel_dim, kernel_dim, in_channels};
   int d[7] = {batches, porows, pocols, pochs, krows, kcols, kchs};
-  for (int i = 0; i < 7; i++) {
+  for (int i = 0; i < 7; i++)
     if (d[i] > whole[i]) d[i] = whole[i];
-    if (d[i] < 1) {
-      printf("tiled_conv: tile sizes must be at least 1 (batches, porows, pocols, pochs, krows, kcols, kchs)\n");
-      fflush(stdout);
-      gemmini_abort(2);
-      return;
-    }
-  }
   int sp, acc;
-  gemmini_conv_tile_rows(d, stride, input_dilation < 1 ? 1 : input_dilation, kernel_dilation < 1 ? 1 : kernel_dilation,
-                         psize, pstride, &sp, &acc);
+  gemmini_conv_tile_rows(d, stride, p.input_dilation, p.kernel_dilation, p.pool_size, p.pool_stride, &sp, &acc);
   if (sp > BANK_NUM * BANK_ROWS / 2 || acc > ACC_ROWS / 2) {
     printf("tiled_conv: tile %d x %d x %d x %d x %d x %d x %d refused: it needs %d scratchpad rows (half is %d) and "
            "%d accumulator rows (half is %d); use smaller tiles or tiled_conv_auto\n",
@@ -635,13 +631,8 @@ GEMMINI_LIB_FN void tiled_conv(int batch_size, int in_row_dim, int in_col_dim, i
     return;
   }
   const struct gemmini_conv_tile t = {d[0], d[1], d[2], d[3], d[4], d[5], d[6]};
-  struct gemmini_conv_plan p;
-  if (gemmini_conv_plan_begin(&p, "tiled_conv", batch_size, in_row_dim, in_col_dim, in_channels, out_channels,
-                              out_row_dim, out_col_dim, stride, input_dilation, kernel_dilation, padding, kernel_dim,
-                              in_stride, weight_stride, out_stride, wrot180, trans_output_1203, trans_input_3120,
-                              trans_weight_1203, trans_weight_0132, &t, input, weights, bias, output, act, scale,
-                              pool_size, pool_stride, pool_padding))
-    gemmini_conv_plan_run(&p);
+  p.t = t;  /* clipped to the problem, as Gemmini's library clips its last tiles */
+  gemmini_conv_plan_run(&p);
 }
 
 GEMMINI_LIB_FN void tiled_conv_stride_auto(int batch_size, int in_row_dim, int in_col_dim, int in_channels,
