@@ -416,6 +416,7 @@ class GemminiToolchain:
         dma_inflight: int | None = None,
         memory_latency: tuple[int, ...] | None = None,
         buffers_kib: tuple[int, int] | None = None,
+        stats: bool = False,
     ) -> SimRun:
         """Run ``elf`` on Spike with the model. ``regions``: name -> (ELF symbol, bytes) copied
         at every snapshot. Measure/snapshot markers count only from code in the
@@ -443,6 +444,11 @@ class GemminiToolchain:
         if memory_latency is not None:
             # Calibration only (bench/gemmini_calibrate.py): the DRAM, L2-hit and LLC-hit latencies.
             lines.append("memory_latency " + " ".join(str(int(v)) for v in memory_latency))
+        if stats:
+            # Diagnostics only (bench/gemmini_layer_profile.py): memory-system counts at each
+            # measured region's start and at exit, and one trace line per loop_conv_ws call, on
+            # Spike's stderr (SimRun.stderr).
+            lines.append("stats 1")
         harness = section_bytes(elf, HARNESS_SECTION)
         if harness is not None:
             addr, content = harness
