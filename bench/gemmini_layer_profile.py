@@ -34,6 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from autocomp.backends.gemmini.backend import DEFAULTS  # noqa: E402
 from autocomp.backends.gemmini.toolchain import GemminiToolchain  # noqa: E402
 
 import gemmini_dosa_layers as dosa  # noqa: E402
@@ -159,7 +160,7 @@ async def main() -> int:
                 print(f"{name}: does not build: {built.tail()}")
                 return 1
             run = await toolchain.run(str(work / "prog.elf"), str(work), {}, timeout=900,
-                                      max_instructions=2_000_000_000, host_dcache=True,
+                                      max_instructions=2_000_000_000, host_dcache=bool(DEFAULTS["host_dcache"]),
                                       buffers_kib=dosa.IMAGE_BUFFERS_KIB, memory_latency=latency, stats=True)
             if not run.cycles:
                 print(f"{name}: no cycles: {run.error or 'timed out'}")
