@@ -2,6 +2,7 @@
 
     python bench/gemmini_calibrate.py                          # the default grid
     python bench/gemmini_calibrate.py 70,50,50 100,50,60 ...   # DRAM,L2-hit,LLC-hit triples
+    python bench/gemmini_calibrate.py --line-offset 0,0 ...      # DOSA buffers on line boundaries
 
 DMA_LATENCY (an LLC miss's DRAM round trip to a bank with no row open), L2_HIT_LATENCY (a DMA request the L2 answers) and
 LLC_HIT_LATENCY (an L2 miss the LLC answers), all in timing_params.h, are the only fitted
@@ -16,7 +17,10 @@ our own programs:
 Each program is compiled once; every grid point then reruns them all with the latencies given
 to the model through its calibration line (`memory_latency DRAM L2 LLC`). For each point the
 bench prints, per set, the geometric mean of model / FireSim, the geometric spread (exp of the
-RMS log ratio), how many figures lie within +-15%, and the error of the pair's ratio. Chosen
+RMS log ratio), how many figures lie within +-15%, and the error of the pair's ratio.
+`--line-offset CONV,MM` places the buffers of the DOSA convolution binaries and matmul binaries
+that many bytes into a 64-byte line (gemmini_dosa_layers.LINE_OFFSET: the binaries' layout is
+not published; default: the shipped values), so that it can be fitted along with the latencies. Chosen
 (timing_params.h): the point that keeps both programs of the pair, their ratio and the F2
 runs' ratios (fidelity.py prints them) within 15%, puts the most DOSA layers within 15%, and
 then has the smallest DOSA spread (spreads within 0.5% of each other tie; the smaller pair
@@ -25,6 +29,7 @@ error breaks the tie).
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 import tempfile
@@ -68,9 +73,23 @@ def combined(runs: list[tuple[str, str, int, float]]) -> list[tuple[str, str, fl
 
 
 async def main() -> int:
-    grid = [tuple(int(v) for v in arg.split(",")) for arg in sys.argv[1:]] or DEFAULT_GRID
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("points", nargs="*", help="DRAM,L2,LLC latency triples in core cycles (default: the built-in grid)")
+    ap.add_argument("--line-offset", help="CONV,MM: bytes into a 64-byte line where the DOSA programs' buffers start")
+    args = ap.parse_args()
+    try:
+        grid = [tuple(int(v) for v in arg.split(",")) for arg in args.points] or DEFAULT_GRID
+        offsets = tuple(int(v) for v in args.line_offset.split(",")) if args.line_offset else None
+    except ValueError:
+        ap.error("give numbers: grid points as DRAM,L2,LLC (e.g. 70,50,50), --line-offset as CONV,MM (e.g. 32,32)")
     if any(len(point) != 3 for point in grid):
-        raise SystemExit("give each grid point as DRAM,L2,LLC (three latencies in core cycles), e.g. 70,50,50")
+        ap.error("give each grid point as DRAM,L2,LLC (three latencies in core cycles), e.g. 70,50,50")
+    if offsets is not None:
+        if len(offsets) != 2 or any(not 0 <= o < 64 or o % 8 for o in offsets) or offsets[1] % 16:
+            ap.error("--line-offset takes CONV,MM: multiples of 8 (convolutions) and 16 (matmuls) below 64, e.g. 24,16")
+        for binary in dosa.LINE_OFFSET:
+            dosa.LINE_OFFSET[binary] = offsets[1] if binary.endswith("matmuls") else offsets[0]
+    print("DOSA buffers into a 64-byte line: " + ", ".join(f"{b} {o}" for b, o in dosa.LINE_OFFSET.items()), flush=True)
     tc = GemminiToolchain.discover({})
     with tempfile.TemporaryDirectory(prefix="gemmini-calibrate-") as tmp:
         built = []

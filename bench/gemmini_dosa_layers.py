@@ -173,6 +173,21 @@ BINARIES: dict[str, list[tuple]] = {
 # every DOSA program runs on the model with these (toolchain run(buffers_kib=...)).
 IMAGE_BUFFERS_KIB = (4096, 4096)
 
+# Where each binary's buffers start within a 64-byte line, in bytes. The templates do not put
+# them on a line boundary: conv_tilings.c declares `static elem_t input[...]`, `weights_mat`,
+# `output_mat` with no alignment (GCC gives a RISC-V array 8 bytes), matmul_tilings.c
+# `full_A/B/C` with row_align(1) (gemmini_testutils.h: 16 bytes). Compiled with the
+# repository's flags, each template's buffers are its .bss section's only large objects and
+# their sizes are multiples of 64 (checked with riscv64-unknown-elf-gcc 12.2 -O2: output_mat,
+# weights_mat, input at section offsets 0x0, 0x157c000, 0x197c000; full_C, full_B, full_A at 0,
+# 100 MB, 200 MB), so all of one binary's buffers share one offset: where the linker put the
+# section (riscv-tests' test.ld puts .bss after the whole program's text, read-only data, data
+# and small data, aligned to 8 or 16 bytes), which differs from binary to binary and is not
+# published. It matters: a 64-byte row that straddles two lines costs the DMA two requests. 0
+# (every buffer on a line) until a fit says otherwise: sim/MODEL.md, "Where the DOSA binaries'
+# buffers sat", gives what other offsets do; bench/gemmini_calibrate.py --line-offset fits them.
+LINE_OFFSET = {binary: 0 for binary in BINARIES}
+
 # How far back a layer's history is replayed: layers before it until they have touched twice
 # the LLC's 4 MiB (what came earlier is, but for a few lines, gone from the L2 and the LLC).
 HISTORY_BYTES = 8 << 20
@@ -244,25 +259,27 @@ static void start_cold(void) {
 
 
 def program(kind: str, batch: int, c: int, k: int, p: int, r: int, stride: int,
-            history: tuple[tuple, ...] = (), mapped: str | None = None) -> str:
+            history: tuple[tuple, ...] = (), mapped: str | None = None, line_offset: int = 0) -> str:
     """Our program for one layer as one DOSA binary ran it: the layers before it (`history`,
     oldest first; see histories()) run unmeasured over the same buffers from cold caches, then
     the layer is timed. The operands are never written (zeros), as in DOSA's templates.
     `mapped` (C statements over X, Y, Z; see gemmini_dosa_mapped.py) is DOSA's own mapping of
     the layer, timed as a second region right after the library's call, as the templates did
-    (the matmul template flushes the TLB between the two; the conv template does not)."""
+    (the matmul template flushes the TLB between the two; the conv template does not).
+    `line_offset`: the buffers start that many bytes into a 64-byte line (see LINE_OFFSET)."""
     shape = (kind, batch, c, k, p, r, stride)
     sizes = [max(column) for column in zip(*(_sizes(*layer) for layer in (*history, shape)))]
     warm = "".join(f"  /* {name(*layer)}, run before it in the binary */\n" + _call(*layer) for layer in history)
     # The matmul template flushes the TLB before the timed call; the conv template fences.
     sync = "gemmini_flush(0);" if kind == "mm" else "gemmini_fence();"
+    offset, pad = line_offset, 64 if line_offset else 0
     return _HEAD + _COLD_START + f"""
-static elem_t buffer_x[{sizes[0]}] __attribute__((aligned(64)));
-static elem_t buffer_y[{sizes[1]}] __attribute__((aligned(64)));
-static elem_t buffer_z[{sizes[2]}] __attribute__((aligned(64)));
-#define X ((elem_t *)buffer_x)
-#define Y ((elem_t *)buffer_y)
-#define Z ((elem_t *)buffer_z)
+static elem_t buffer_x[{sizes[0] + pad}] __attribute__((aligned(64)));
+static elem_t buffer_y[{sizes[1] + pad}] __attribute__((aligned(64)));
+static elem_t buffer_z[{sizes[2] + pad}] __attribute__((aligned(64)));
+#define X ((elem_t *)buffer_x + {offset})
+#define Y ((elem_t *)buffer_y + {offset})
+#define Z ((elem_t *)buffer_z + {offset})
 AUTOCOMP_HARNESS_FN int main(void) {{
   start_cold();
   gemmini_flush(0);
@@ -282,8 +299,12 @@ def _mapped_region(kind: str, mapped: str | None) -> str:
 
 
 def programs(layer: tuple) -> list[str]:
-    """One program per history the layer had (usually one); see combine()."""
-    return [program(*layer[:7], history=history) for history in dict.fromkeys(histories(layer[:7]))]
+    """One program per history the layer had (usually one), each with its binary's buffer
+    offset; see combine()."""
+    shape = tuple(layer[:7])
+    runs = [(history, LINE_OFFSET[binary]) for binary, order in BINARIES.items() if shape in order
+            for history in histories(shape, binary)]
+    return [program(*shape, history=history, line_offset=offset) for history, offset in dict.fromkeys(runs)]
 
 
 def combine(cycles: list[int]) -> float:

@@ -105,7 +105,7 @@ def program(row: dict) -> str:
         history = ()  # U-Net's up-convolutions are left out of the replayed binaries
     mapped = (mapped_matmul(c, k, p, row["tile"], row["permutation"]) if kind == "mm"
               else mapped_conv(batch, c, k, p, r, stride, row["tile"], row["permutation"]))
-    return dosa.program(*shape, history=history, mapped=mapped)
+    return dosa.program(*shape, history=history, mapped=mapped, line_offset=dosa.LINE_OFFSET[binary])
 
 
 async def run_one(tc: GemminiToolchain, work: Path, n: int, source: str,

@@ -572,3 +572,39 @@ def test_tiled_conv_auto_pays_for_its_tile_search_on_the_host(tmp_path):
     run = run_c(tmp_path, DEEP_1X1, max_instructions=20_000_000)
     assert_ok(run)
     assert 110_000 <= run.instructions <= 180_000, run.instructions
+
+
+# 32-byte rows, one per 64-byte line of a buffer the L2 holds, moved in twice: from the start of
+# each line (one 32-byte Get, 2 beats) and from 16 bytes in (bytes 16..47: no aligned 16- or
+# 32-byte block holds them, so the StreamReader asks for the whole 64-byte line, 4 beats).
+# With 16 requests in flight the first stream is bound by the requests' round trip, the second
+# by the bus (one 16-byte beat a cycle).
+REQUEST_SIZES = r"""
+#define ROWS 1024
+static elem_t Lines[ROWS][64] __attribute__((aligned(64)));
+static uint64_t stream(int offset) {
+  uint64_t t0 = read_cycles();
+  for (int r = 0; r < ROWS; r += DIM)
+    gemmini_extended_mvin(&Lines[r][offset], (r % (4 * DIM)) * 2, 2 * DIM, DIM);
+  gemmini_fence();
+  return read_cycles() - t0;
+}
+AUTOCOMP_HARNESS_FN int main(void) {
+  gemmini_config_ld(64);
+  stream(0);                                   /* bring the lines into the L2 */
+  uint64_t aligned = stream(0), straddling = stream(16);
+  printf("from the line start %llu, from 16 bytes in %llu\n", (unsigned long long)aligned, (unsigned long long)straddling);
+  /* 4 beats a row on the bus: at least ROWS * 4 cycles */
+  CHECK(straddling >= ROWS * 4, "rows needing a 64-byte request took %llu cycles", (unsigned long long)straddling);
+  CHECK(straddling > aligned * 5 / 4, "a 64-byte request per row (%llu) vs a 32-byte one (%llu)",
+        (unsigned long long)straddling, (unsigned long long)aligned);
+  return failures;
+}
+"""
+
+
+def test_dma_requests_are_sized_as_the_stream_reader_sizes_them(tmp_path):
+    """RTL: DMA.scala StreamReaderCore picks, of the aligned 16/32/64-byte blocks holding the next
+    byte, the one carrying the most wanted bytes (the smallest on a tie), and all its beats come
+    back: 32 bytes from 16 bytes into a line cost a 4-beat request."""
+    assert_ok(run_c(tmp_path, REQUEST_SIZES))

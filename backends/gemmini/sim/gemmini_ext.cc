@@ -1241,6 +1241,19 @@ class gemmini_t : public extension_t {
   // `row_cycles`: cycles each read row takes to be written locally, when more than its beats
   // (PixelRepeater.scala writes a row pixel_repeats times, and VectorScalarMultiplier.scala a
   // zero-stride move-in's row `repeats` + 1 times, one write per cycle, before taking the next).
+  // Beats on the bus for the TileLink request that carries the bytes [a, a + len) of one line.
+  // RTL: DMA.scala StreamReaderCore (read_packets) and StreamWriter (write_packets) size each
+  // request as the aligned 16-, 32- or 64-byte block holding the next byte that carries the most
+  // of the bytes left, the smallest on a tie, and move all of its beats (a Get of 64 bytes
+  // returns four even when 48 of them are wanted; a PutPartial sends its masked beats too). So
+  // a span fits the smallest aligned block that holds all of it: 48 bytes from offset 16 take
+  // a 64-byte request (4 beats), 16 bytes from offset 8 a 32-byte one (2 beats).
+  static uint64_t request_beats(uint64_t a, uint64_t len) {
+    for (uint64_t size = DMA_BEAT_BYTES; size < DMA_MAX_REQUEST_BYTES; size *= 2)
+      if (a % size + len <= size) return size / DMA_BEAT_BYTES;
+    return DMA_MAX_REQUEST_BYTES / DMA_BEAT_BYTES;
+  }
+
   uint64_t dma_transfer(DmaEngine& e, uint64_t start, uint64_t addr, uint64_t stride, uint32_t rows,
                         uint64_t bytes, uint64_t& issue_end, bool write, uint64_t row_cycles = 1) {
     uint64_t t = start + DMA_COMMAND_OVERHEAD;
@@ -1254,7 +1267,7 @@ class gemmini_t : public extension_t {
       while (a < end) {
         uint64_t line_end = (a / DMA_MAX_REQUEST_BYTES + 1) * DMA_MAX_REQUEST_BYTES;
         uint64_t len = (end < line_end ? end : line_end) - a;
-        uint64_t beats = (a + len - 1) / DMA_BEAT_BYTES - a / DMA_BEAT_BYTES + 1;
+        const uint64_t beats = request_beats(a, len);
         t += tlb_lookup(e, a);
         uint64_t& slot = e.slot[e.n % dma_inflight];
         if (slot > t) t = slot;
