@@ -18,9 +18,10 @@ Each program is compiled once; every grid point then reruns them all with the la
 to the model through its calibration line (`memory_latency DRAM L2 LLC`). For each point the
 bench prints, per set, the geometric mean of model / FireSim, the geometric spread (exp of the
 RMS log ratio), how many figures lie within +-15%, and the error of the pair's ratio.
-`--line-offset CONV,MM` places the buffers of the DOSA convolution binaries and matmul binaries
-that many bytes into a 64-byte line (gemmini_dosa_layers.LINE_OFFSET: the binaries' layout is
-not published; default: the shipped values), so that it can be fitted along with the latencies. Chosen
+`--line-offset CONV,MM` places the buffers of every run of the DOSA convolution binaries and
+matmul binaries that many bytes into a 64-byte line (default: gemmini_dosa_layers.LINE_OFFSET,
+each run's offset as bench/gemmini_dosa_offsets.py infers it; the binaries' layout is not
+published), to see what the layout does to the fit. Chosen
 (timing_params.h): the point that keeps both programs of the pair, their ratio and the F2
 runs' ratios (fidelity.py prints them) within 15%, puts the most DOSA layers within 15%, and
 then has the smallest DOSA spread (spreads within 0.5% of each other tie; the smaller pair
@@ -48,27 +49,30 @@ import gemmini_firesim_f2 as f2  # noqa: E402
 DEFAULT_GRID = [(60, 45, 45), (60, 45, 50), (60, 50, 50), (60, 40, 50), (50, 45, 50)]
 
 
-def programs() -> list[tuple[str, str, float, int | None, str]]:
-    """(name, source, FireSim cycles, requests in flight or None for the default, set). A DOSA
-    layer with several programs (one per history, gemmini_dosa_layers.programs) appears
-    once per program under the same name; results() combines them."""
+def programs() -> list[tuple[str, str, float, int | None, str, int]]:
+    """(name, source, FireSim cycles, requests in flight or None for the default, set, runs). A
+    DOSA layer with several programs (one per run and history, gemmini_dosa_layers.programs)
+    appears once per distinct program under the same name, with how many runs it stands for;
+    combined() takes the median over the runs."""
     out = []
     for layer in dosa.LAYERS:
-        for source in dosa.programs(layer):
-            out.append((dosa.name(*layer[:7]), source, layer[7], None, "DOSA"))
-    out.append(("pair 'before'", fidelity.PRELUDE + fidelity.BEFORE + fidelity.MAIN, fidelity.PUBLISHED_BEFORE, None, "pair"))
-    out.append(("pair 'after'", fidelity.PRELUDE + fidelity.AFTER + fidelity.MAIN, fidelity.PUBLISHED_AFTER, None, "pair"))
+        sources = dosa.programs(layer)
+        for source in dict.fromkeys(sources):
+            out.append((dosa.name(*layer[:7]), source, layer[7], None, "DOSA", sources.count(source)))
+    out.append(("pair 'before'", fidelity.PRELUDE + fidelity.BEFORE + fidelity.MAIN, fidelity.PUBLISHED_BEFORE, None, "pair", 1))
+    out.append(("pair 'after'", fidelity.PRELUDE + fidelity.AFTER + fidelity.MAIN, fidelity.PUBLISHED_AFTER, None, "pair", 1))
     for key, program in (("mm64_gemmini", f2.MM64), ("matmul_perf", f2.MATMUL_PERF),
                          ("conv_perf", f2.CONV_PERF), ("conv_dw_perf", f2.CONV_DW_PERF)):
-        out.append(("F2 " + key, program, f2.PUBLISHED[key], f2.LEAN_DMA_INFLIGHT, "F2"))
+        out.append(("F2 " + key, program, f2.PUBLISHED[key], f2.LEAN_DMA_INFLIGHT, "F2", 1))
     return out
 
 
-def combined(runs: list[tuple[str, str, int, float]]) -> list[tuple[str, str, float]]:
-    """(set, name, model / published) per figure, a DOSA layer's programs combined."""
+def combined(runs: list[tuple[str, str, int, float, int]]) -> list[tuple[str, str, float]]:
+    """(set, name, model / published) per figure, a DOSA layer's programs combined (each
+    counted once per run it stands for)."""
     by_name: dict[str, list] = {}
-    for group, name, cycles, published in runs:
-        by_name.setdefault(name, [group, [], published])[1].append(cycles)
+    for group, name, cycles, published, copies in runs:
+        by_name.setdefault(name, [group, [], published])[1].extend([cycles] * copies)
     return [(group, name, dosa.combine(cycles) / published) for name, (group, cycles, published) in by_name.items()]
 
 
@@ -88,30 +92,31 @@ async def main() -> int:
         if len(offsets) != 2 or any(not 0 <= o < 64 or o % 8 for o in offsets) or offsets[1] % 16:
             ap.error("--line-offset takes CONV,MM: multiples of 8 (convolutions) and 16 (matmuls) below 64, e.g. 24,16")
         for binary in dosa.LINE_OFFSET:
-            dosa.LINE_OFFSET[binary] = offsets[1] if binary.endswith("matmuls") else offsets[0]
-    print("DOSA buffers into a 64-byte line: " + ", ".join(f"{b} {o}" for b, o in dosa.LINE_OFFSET.items()), flush=True)
+            dosa.LINE_OFFSET[binary] = dict.fromkeys(dosa.RUNS, offsets[1] if binary.endswith("matmuls") else offsets[0])
+    print("DOSA buffers into a 64-byte line (" + "/".join(dosa.RUNS) + "): "
+          + ", ".join(f"{b} {'/'.join(str(o[r]) for r in dosa.RUNS)}" for b, o in dosa.LINE_OFFSET.items()), flush=True)
     tc = GemminiToolchain.discover({})
     with tempfile.TemporaryDirectory(prefix="gemmini-calibrate-") as tmp:
         built = []
-        for n, (name, source, published, inflight, group) in enumerate(programs()):
+        for n, (name, source, published, inflight, group, copies) in enumerate(programs()):
             d = Path(tmp) / f"p{n}"
             d.mkdir()
             (d / "prog.c").write_text(source)
             res = await tc.compile([str(d / "prog.c")], str(d / "prog.elf"), str(d))
             if not res.ok:
                 raise SystemExit(f"{name}: compile failed\n{res.tail()}")
-            built.append((name, d, published, inflight, group))
+            built.append((name, d, published, inflight, group, copies))
         lanes = asyncio.Semaphore(2)
 
         async def run(item, latency):
-            name, d, published, inflight, group = item
+            name, d, published, inflight, group, copies = item
             async with lanes:
                 r = await tc.run(str(d / "prog.elf"), str(d), {}, timeout=900, max_instructions=4_000_000_000,
                                  host_dcache=True, dma_inflight=inflight, memory_latency=latency,
                                  buffers_kib=dosa.IMAGE_BUFFERS_KIB if group == "DOSA" else None)
             if r.error or r.cycles is None:
                 raise SystemExit(f"{name}: run failed: {r.error}")
-            return group, name, r.cycles, published
+            return group, name, r.cycles, published, copies
 
         for latency in grid:
             results = combined(await asyncio.gather(*(run(item, latency) for item in built)))

@@ -91,21 +91,18 @@ def mapped_matmul(c: int, k: int, p: int, tile: dict[str, int], perm: str) -> st
             + loops + f"{indent}gemmini_matmul_tile(&p, i0, j0, k0);\n  }}\n")
 
 
-_BINARY_OF = {"bert": "BERT", "resnet50": "ResNet-50", "retinanet": "RetinaNet", "unet": "U-Net"}
-
-
 def program(row: dict) -> str:
     """The layers before the row's layer in its network's binary, the library call, the mapping."""
     kind, batch, c, k, p, r, stride = row["shape"]
     shape = (kind, batch, c, k, p, r, stride)
-    binary = f"{_BINARY_OF[row['network']]} {'matmuls' if kind == 'mm' else 'convolutions'}"
+    binary = dosa.binary_of(row["network"], kind)
     try:
         history = dosa.histories(shape, binary)[0]
     except ValueError:
         history = ()  # U-Net's up-convolutions are left out of the replayed binaries
     mapped = (mapped_matmul(c, k, p, row["tile"], row["permutation"]) if kind == "mm"
               else mapped_conv(batch, c, k, p, r, stride, row["tile"], row["permutation"]))
-    return dosa.program(*shape, history=history, mapped=mapped, line_offset=dosa.LINE_OFFSET[binary])
+    return dosa.program(*shape, history=history, mapped=mapped, line_offset=dosa.LINE_OFFSET[binary][row['run']])
 
 
 async def run_one(tc: GemminiToolchain, work: Path, n: int, source: str,
@@ -139,11 +136,8 @@ async def main() -> int:
                     help="the model's scratchpad and accumulator: the DOSA image's 4 MiB each (every mapping runs; "
                          "the default) or defaultConfig's (only mappings that fit it)")
     args = ap.parse_args()
-    try:
-        table = mappings.rows(args.suite)
-    except Exception as exc:  # noqa: BLE001 - git's own message says what is missing
-        print(f"cannot read the dosa branch's CSVs from {args.suite}: {exc}\n"
-              "fetch ucb-bar/gemmini-rocc-tests (all branches) and pass its clone or git directory", file=sys.stderr)
+    table = mappings.rows_or_explain(args.suite)
+    if table is None:
         return 2
     buffers = dosa.IMAGE_BUFFERS_KIB if args.buffers == "dosa" else None
     chosen = [r for r in table if r["mapped_cycles"] and (buffers or r["fits_default"])

@@ -105,16 +105,25 @@ def rows(checkout: str) -> list[dict]:
     return out
 
 
+def rows_or_explain(checkout: str) -> list[dict] | None:
+    """rows(checkout), or None after telling the user (on stderr) what to fetch: the benches that
+    need the artifact's CSVs exit with status 2 then."""
+    try:
+        return rows(checkout)
+    except (subprocess.CalledProcessError, OSError) as exc:
+        detail = exc.stderr.strip() if isinstance(exc, subprocess.CalledProcessError) and exc.stderr else str(exc)
+        print(f"cannot read the dosa branch's CSVs from {checkout}: {detail}\n"
+              "fetch ucb-bar/gemmini-rocc-tests (all branches) and pass its clone or git directory", file=sys.stderr)
+        return None
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--suite", required=True, help="a local clone of ucb-bar/gemmini-rocc-tests (with branch dosa)")
     ap.add_argument("--json", action="store_true", help="print every row")
     args = ap.parse_args()
-    try:
-        table = rows(args.suite)
-    except subprocess.CalledProcessError as exc:
-        print(f"cannot read the dosa branch's CSVs from {args.suite}: {exc.stderr.strip()}\n"
-              "fetch ucb-bar/gemmini-rocc-tests (all branches) and pass its clone or git directory", file=sys.stderr)
+    table = rows_or_explain(args.suite)
+    if table is None:
         return 2
     if args.json:
         print(json.dumps(table, indent=1))
