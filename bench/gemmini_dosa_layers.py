@@ -199,7 +199,7 @@ RUNS = ("dnn", "analytical", "both")
 #   FireSim times do not), so the offsets are not read from it.
 # - Inferred instead from the per-run FireSim figures (bench/gemmini_dosa_offsets.py): for each
 #   binary, the offset at which the model best matches that run's layers. The convolution
-#   binaries' offsets are stable when fitted on either half of the layers and predict the other
+#   binaries' offsets are mostly stable when fitted on either half of the layers and predict the other
 #   half better than lines do (RMS log error 0.078 against 0.097 over 207 held-out run figures);
 #   which of two runs was slower then follows (ResNet's analytical binary on a line and its
 #   others 16 bytes in; U-Net's analytical on a line, the others 40 in; RetinaNet's analytical
