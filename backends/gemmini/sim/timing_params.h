@@ -127,8 +127,9 @@ constexpr uint64_t dma_load_commands(uint64_t inflight) { return inflight / DIM 
 // did not move, so what slows them on FireSim is not the L2's latency.
 // That fit had every DOSA buffer on a line. With each run's buffers at the offset
 // bench/gemmini_dosa_offsets.py infers (gemmini_dosa_layers.LINE_OFFSET), 60 / 45 / 45 gives 65 of
-// 67 within 15%, spread x1.071, geometric mean 1.011 (bench/gemmini_fidelity.py); the grid has not
-// been rerun with the offsets.
+// 67 within 15%, spread x1.071, geometric mean 1.011 (bench/gemmini_fidelity.py), and DRAM 70 at
+// 45 / 45 gives 60 of 67, x1.077 (bench/gemmini_calibrate.py); the rest of the grid has not been
+// rerun with the offsets.
 // With the DRAM banks and rows first modelled, the grid DRAM 32..70 x L2 35 x LLC 40..50 had
 // chosen 60 / 35 / 50 (55 of 67 then, spread x1.131).
 // Before the DRAM banks (a fixed 50-cycle round
