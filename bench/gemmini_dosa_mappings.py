@@ -32,8 +32,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autocomp.backends.gemmini.tunables import hardware_env  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gemmini_dosa_layers import RUNS  # noqa: E402
+
 NETWORKS = ("bert", "resnet50", "retinanet", "unet")
-VARIANTS = ("dnn", "analytical", "both")
+VARIANTS = RUNS  # the artifact's three runs of every network
 _HW = hardware_env()  # our gemmini.h: DIM, scratchpad and accumulator rows
 HALF_SPAD_ROWS, HALF_ACC_ROWS, DIM = _HW["SP_ROWS"] // 2, _HW["ACC_ROWS"] // 2, _HW["DIM"]
 

@@ -59,10 +59,8 @@ def per_run_figures(table: list[dict]) -> dict[tuple[str, str], list[tuple[tuple
 
 def best_offset(model: dict[tuple[str, tuple, int], float], binary: str, figures: list[tuple[tuple, float]]) -> tuple[int, float]:
     """The offset whose modelled cycles match `figures` with the least RMS log error, and that error."""
-    def rms(offset: int) -> float:
-        return rms_error(model, binary, figures, offset)
-    offset = min(offsets_of(binary), key=rms)
-    return offset, rms(offset)
+    offset = min(offsets_of(binary), key=lambda o: rms_error(model, binary, figures, o))
+    return offset, rms_error(model, binary, figures, offset)
 
 
 def rms_error(model, binary: str, figures: list[tuple[tuple, float]], offset: int) -> float:
