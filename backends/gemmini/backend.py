@@ -130,7 +130,7 @@ class GemminiBackend(Backend):
     file_suffixes = (".c", ".h")
     primary_metric = "cycles"
     lower_is_better = True
-    evaluator_version = "15"  # 15: DMA requests sized as the StreamReader/StreamWriter size them (the smallest aligned 16/32/64-byte block holding a line's span, all its beats); 14: refit 60/45/45 (L2 hit 45, LLC hit 45); 13: library with explicit tiles (tiled_matmul, tiled_conv) and plan/tile-step functions, buffers_kib; 12: DRAM banks and rows (FASED DDR3), refit 60/35/50; 11: a WS step's mesh tag freed by the next step's results; 10: library tile search as Gemmini's, divider early-out, L1 probes, conv operand reuse, refit 50/35/50; 9: mesh tags, LLC refills booked when DRAM answers, refit 80/45/50; 8: random L2 replacement, booking by time
+    evaluator_version = "16"  # 16: LoopMatmul move-outs (and bias move-ins) walk the rows of one 64-column block before the next, as StC does; the DMA writer takes a row's blocks before writing it; loop_conv_ws moves out DIM channels per request; 15: DMA requests sized as the StreamReader/StreamWriter size them (the smallest aligned 16/32/64-byte block holding a line's span, all its beats); 14: refit 60/45/45 (L2 hit 45, LLC hit 45); 13: library with explicit tiles (tiled_matmul, tiled_conv) and plan/tile-step functions, buffers_kib; 12: DRAM banks and rows (FASED DDR3), refit 60/35/50; 11: a WS step's mesh tag freed by the next step's results; 10: library tile search as Gemmini's, divider early-out, L1 probes, conv operand reuse, refit 50/35/50; 9: mesh tags, LLC refills booked when DRAM answers, refit 80/45/50; 8: random L2 replacement, booking by time
 
     def __init__(self, settings: dict[str, Any] | None = None) -> None:
         super().__init__(settings)

@@ -1,7 +1,9 @@
 """Timing behaviour read from Gemmini's RTL (see sim/MODEL.md): a queued compute overlaps the
 next preload (about DIM cycles per pair, not 2*DIM); short steps wait for the mesh's six tags;
-operands in the same scratchpad bank serialise; narrow move-outs are latency bound and ordered; the performance counters follow
-CounterFile semantics; depthwise loop_conv_ws computes the depthwise convolution."""
+operands in the same scratchpad bank serialise; narrow move-outs are latency bound and ordered;
+the DMA writer takes a row's blocks before writing it, and loop_conv_ws moves its output out
+DIM channels per request; the performance counters follow CounterFile semantics; depthwise
+loop_conv_ws computes the depthwise convolution."""
 
 from __future__ import annotations
 
@@ -608,3 +610,87 @@ def test_dma_requests_are_sized_as_the_stream_reader_sizes_them(tmp_path):
     byte, the one carrying the most wanted bytes (the smallest on a tie), and all its beats come
     back: 32 bytes from 16 bytes into a line cost a 4-beat request."""
     assert_ok(run_c(tmp_path, REQUEST_SIZES))
+
+
+# 256 rows of 64 bytes moved out of the accumulator to whole aligned lines, twice: as int8 rows of
+# 64 columns (four DIM-column blocks) and as int32 rows of DIM columns (one block). Same bytes,
+# same requests (one whole line each).
+WRITER_BLOCKS = r"""
+static elem_t Out8[16][DIM][4 * DIM] __attribute__((aligned(64)));
+static acc_t Out32[16][DIM][DIM] __attribute__((aligned(64)));
+AUTOCOMP_HARNESS_FN int main(void) {
+  const uint32_t acc = 1u << 31, full = 1u << 29;
+  gemmini_config_st(4 * DIM);
+  uint64_t t0 = read_cycles();
+  for (int i = 0; i < 16; i++) gemmini_extended_mvout(Out8[i], acc | (i * 4 * DIM), 4 * DIM, DIM);
+  gemmini_fence();
+  uint64_t narrow_elems = read_cycles() - t0;
+  gemmini_config_st(DIM * sizeof(acc_t));
+  t0 = read_cycles();
+  for (int i = 0; i < 16; i++) gemmini_extended_mvout(Out32[i], acc | full | (i * DIM), DIM, DIM);
+  gemmini_fence();
+  uint64_t wide_elems = read_cycles() - t0;
+  printf("int8 x 4 blocks %llu, int32 x 1 block %llu\n", (unsigned long long)narrow_elems, (unsigned long long)wide_elems);
+  /* 4 blocks + 4 beats - 1 = 7 cycles a row against 4 (1,969 cycles against 1,217; one cycle a
+     block would make them equal) */
+  CHECK(narrow_elems * 10 > wide_elems * 14, "int8 rows of four blocks %llu, int32 rows of one %llu",
+        (unsigned long long)narrow_elems, (unsigned long long)wide_elems);
+  CHECK(narrow_elems < wide_elems * 2, "int8 rows of four blocks %llu, int32 rows of one %llu",
+        (unsigned long long)narrow_elems, (unsigned long long)wide_elems);
+  return failures;
+}
+"""
+
+
+def test_writer_takes_a_rows_blocks_before_writing_it(tmp_path):
+    """RTL: StoreController.scala hands the DMA one request per DIM-column block of a row
+    (`store_en` on the last); DMA.scala StreamWriter accepts a request only while idle and starts
+    writing at the last block, so a 64-byte row of four int8 blocks takes 4 + 4 - 1 = 7 cycles
+    where a 64-byte int32 row (one block) takes its 4 beats."""
+    assert_ok(run_c(tmp_path, WRITER_BLOCKS))
+
+
+# One 1x1 loop_conv_ws call over 16 pixels, 16 input channels and OCH output channels, its DMA
+# requests counted (DMA_TLB_TOTAL_REQ: reads and writes) with every buffer on 64-byte lines.
+CONV_STORE_REQUESTS = r"""
+#define PIX 16
+#define ICH 16
+static elem_t img[PIX][ICH] __attribute__((aligned(64))), w[ICH][OCH] __attribute__((aligned(64)));
+static elem_t out[PIX][OCH] __attribute__((aligned(64)));
+static uint64_t counter(uint64_t rs1) {
+  uint64_t rd;
+  __asm__ volatile(".insn r 0x7b, 7, 126, %0, %1, x0" : "=r"(rd) : "r"(rs1) : "memory");
+  return rd;
+}
+AUTOCOMP_HARNESS_FN int main(void) {
+  gemmini_extended_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0, 1, false, false);
+  gemmini_config_st(OCH);
+  counter((17ull << 12) | 8);  /* counter 0 counts DMA_TLB_TOTAL_REQ */
+  uint64_t before = counter(0);
+  gemmini_loop_conv_ws(1, 1, PIX, ICH, OCH, 1, PIX, 1, PIX, 1, 0, 1, 1, 1, 1, 0,
+                       1, 1, PIX, OCH, 1, 1, ICH, 0, 0, 0, 0, 0, 0, 0, 0, 1, PIX,
+                       (const elem_t *)w, (elem_t *)out, NULL, (const elem_t *)img,
+                       true, true, false, false, false, NO_ACTIVATION, false, false, false, false, 1,
+                       ICH, OCH, OCH, false, 0, 0);
+  gemmini_fence();
+  printf("requests %llu\n", (unsigned long long)(counter(0) - before));
+  return 0;
+}
+"""
+
+
+def _conv_requests(tmp_path: Path, och: int) -> int:
+    sub = tmp_path / f"och{och}"
+    sub.mkdir()
+    run = run_c(sub, f"#define OCH {och}\n" + CONV_STORE_REQUESTS)
+    assert_ok(run)
+    return int(run.stdout.split("requests")[1].split()[0])
+
+
+def test_loop_conv_moves_out_dim_channels_per_request(tmp_path):
+    """RTL: LoopConv.scala LoopConvSt issues move-outs of at most DIM pixels by DIM channels
+    (J = min(block_size, ochs - och)), so each pixel's 64 output channels leave as four 16-byte
+    write requests, not one 64-byte line: 16 pixels take 48 more requests at 64 channels than
+    at 16 (the loads grow by none: the weights' rows are one request either way)."""
+    wide, narrow = _conv_requests(tmp_path, 64), _conv_requests(tmp_path, 16)
+    assert wide - narrow == 48, (wide, narrow)

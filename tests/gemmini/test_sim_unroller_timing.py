@@ -14,7 +14,10 @@
   waits for the first loop's move-outs;
 - zero-bias move-ins are written one row per cycle by the ZeroWriter;
 - the load controller's command tracker limits how many move-ins are in flight;
-- a zero-stride move-in writes its row into each local row, one per cycle.
+- a zero-stride move-in writes its row into each local row, one per cycle;
+- LoopMatmul's store unroller walks the rows of one 64-column block before the next block
+  (LoopMatmul.scala LoopMatmulStC), so a wide output's first block moves out while the last
+  columns are still computed.
 These were found by setting the model beside 67 FireSim-timed layers of Gemmini's own library
 (DOSA; bench/gemmini_dosa_layers.py).
 """
@@ -278,3 +281,49 @@ def test_zero_stride_move_ins_write_each_repeated_row(tmp_path):
     charged as one request, as the model had it, 16 rows cost what one does."""
     cycles = {rows: run.cycles for rows, run in _run_variants(tmp_path, REPEATED_BIAS, "ROWS", (1, 16)).items()}
     assert cycles[16] - cycles[1] >= 32 * 5, cycles
+
+
+# One loop_ws call with one 16-deep reduction step: ROWS x 16 by 16 x COLS, both operands warm
+# in the L2 from a first, unmeasured pass.
+ONE_K_STEP = r"""
+static elem_t A[ROWS][16] row_align(1), B[16][COLS] row_align(1), C[ROWS][COLS] row_align(1);
+AUTOCOMP_HARNESS_FN int main(void) {
+  for (int i = 0; i < ROWS; i++) for (int k = 0; k < 16; k++) A[i][k] = rnd_elem();
+  for (int k = 0; k < 16; k++) for (int j = 0; j < COLS; j++) B[k][j] = rnd_elem();
+  gemmini_extended_config_ex(WEIGHT_STATIONARY, NO_ACTIVATION, 0, 1, false, false);
+  gemmini_extended_config_st(COLS, NO_ACTIVATION, 0.01f);
+  gemmini_extended3_config_ld(16, MVIN_SCALE_IDENTITY, false, 0);
+  gemmini_extended3_config_ld(COLS, MVIN_SCALE_IDENTITY, false, 1);
+  for (int pass = 0; pass < 2; pass++) {
+    if (pass == 1) AUTOCOMP_MEASURE_BEGIN();
+    gemmini_loop_ws(ROWS / 16, COLS / 16, 1, 0, 0, 0, A, B, NULL, C, 16, COLS, 0, COLS,
+                    false, false, false, false, false, NO_ACTIVATION, 0, 0, false);
+    gemmini_fence();
+  }
+  AUTOCOMP_MEASURE_END();
+  for (int i = 0; i < ROWS; i++) for (int j = 0; j < COLS; j++) {
+    int32_t s = 0;
+    for (int k = 0; k < 16; k++) s += A[i][k] * B[k][j];
+    CHECK(C[i][j] == ref_scale(s, 0.01f), "%d,%d", i, j);
+  }
+  return failures;
+}
+"""
+
+
+def _one_k_step(tmp_path: Path, rows: int, cols: int):
+    sub = tmp_path / f"{rows}x{cols}"
+    sub.mkdir()
+    run = run_c(sub, f"#define ROWS {rows}\n#define COLS {cols}\n" + ONE_K_STEP)
+    assert_ok(run)
+    return run.cycles
+
+
+def test_matmul_move_outs_walk_rows_of_one_column_block_first(tmp_path):
+    # Both calls compute 32 steps and move out 8 KiB. 128 x 64 is one 64-column block, so every
+    # move-out waits for the last column's computes. 64 x 128 is two: its first block's four
+    # move-outs follow the computes of columns 0-3 and overlap those of columns 4-7 (1,372
+    # cycles against 1,667). Walking each row's two blocks first, as the model did, holds row
+    # 1's first block behind row 0's second, the call's last computes (1,529).
+    wide, narrow = _one_k_step(tmp_path, 64, 128), _one_k_step(tmp_path, 128, 64)
+    assert wide < 0.87 * narrow, (wide, narrow)

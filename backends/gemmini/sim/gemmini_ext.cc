@@ -1254,8 +1254,15 @@ class gemmini_t : public extension_t {
     return DMA_MAX_REQUEST_BYTES / DMA_BEAT_BYTES;
   }
 
+  // `row_blocks` (writes): the DIM-column blocks the store controller hands the writer for each
+  // row, one request per block (StoreController.scala: one dma.req per block, `store_en` on the
+  // last). DMA.scala StreamWriter takes a request only while idle (io.req.ready is
+  // state === s_idle, or the cycle its last beat leaves), keeps the blocks of a row and starts
+  // writing only at the last: a row of n blocks waits n - 1 cycles after the previous row's
+  // last beat before its own first beat (a 64-column int8 row: 4 beats every 7 cycles).
   uint64_t dma_transfer(DmaEngine& e, uint64_t start, uint64_t addr, uint64_t stride, uint32_t rows,
-                        uint64_t bytes, uint64_t& issue_end, bool write, uint64_t row_cycles = 1) {
+                        uint64_t bytes, uint64_t& issue_end, bool write, uint64_t row_cycles = 1,
+                        uint64_t row_blocks = 1) {
     uint64_t t = start + DMA_COMMAND_OVERHEAD;
     if (t < e.last_issue + 1) t = e.last_issue + 1;
     // A move-in command waits for a command-tracker entry, held until all its data is back.
@@ -1275,6 +1282,7 @@ class gemmini_t : public extension_t {
         const bool whole_line = write && len == L2_LINE_BYTES && a % L2_LINE_BYTES == 0;
         if (write) {  // the request carries its data beats; the ack comes back from the L2
           uint64_t data = t > e.bus_free ? t : e.bus_free;
+          if (a == addr + r * stride) data += row_blocks - 1;  // the row's other blocks come first
           e.bus_free = data + beats;
           resp = l2_response(a, e.bus_free, whole_line, true);
           const uint64_t probed = l1_probe(a, t, true);  // the host's copy goes first
@@ -1573,7 +1581,7 @@ class gemmini_t : public extension_t {
       uint64_t read_done = s + (uint64_t)o.rows * blocks + (from_acc ? ACC_READ_LATENCY : SP_READ_LATENCY);
       uint64_t issue_end;
       uint64_t wdone = dma_transfer(dma_wr, s + (from_acc ? ACC_READ_LATENCY : SP_READ_LATENCY), dram, st.stride,
-                                    o.rows, (uint64_t)o.cols * ebytes, issue_end, true);
+                                    o.rows, (uint64_t)o.cols * ebytes, issue_end, true, 1, blocks);
       uint64_t occ = issue_end - s;
       (void)read_done;
       // Scratchpad.scala reports a move-out done (io.dma.write.resp) as soon as its rows are read
@@ -2142,8 +2150,8 @@ class gemmini_t : public extension_t {
     if (lw.d != 0) {
       const uint32_t dblocks = low_d ? (J < MAX_BLOCK_LEN ? J : MAX_BLOCK_LEN) : MAX_BLOCK_LEN_ACC;
       const uint32_t dbytes = low_d ? 1 : 4;
-      for (uint32_t i = 0; i < I; i++)
-        for (uint32_t j = 0; j < J; j += dblocks) {
+      for (uint32_t j = 0; j < J; j += dblocks)  // LdD: i innermost, as StC
+        for (uint32_t i = 0; i < I; i++) {
           uint32_t blocks = j + dblocks <= J ? dblocks : J - j;
           uint32_t cols = blocks * DIM - (j + blocks >= J ? lw.pad_j : 0);
           uint32_t rows = tile_rows(i, I, lw.pad_i);
@@ -2206,8 +2214,11 @@ class gemmini_t : public extension_t {
     if (lw.c != 0) {
       const uint32_t cblocks = full_c ? 1 : (J < MAX_BLOCK_LEN ? J : MAX_BLOCK_LEN);
       const uint32_t cbytes = full_c ? 4 : 1;
-      for (uint32_t i = 0; i < I; i++)
-        for (uint32_t j = 0; j < J; j += cblocks) {
+      // StC walks i innermost, then the next block of columns (LoopMatmul.scala LoopMatmulStC:
+      // next_i = floorAdd(i, 1, max_i), next_j advances when i wraps), so a 64-column block's
+      // move-outs follow the last k pass's j sweep rather than waiting for a whole row.
+      for (uint32_t j = 0; j < J; j += cblocks)
+        for (uint32_t i = 0; i < I; i++) {
           uint32_t blocks = j + cblocks <= J ? cblocks : J - j;
           uint32_t cols = blocks * DIM - (j + blocks >= J ? lw.pad_j : 0);
           uint32_t rows = tile_rows(i, I, lw.pad_i);
