@@ -141,7 +141,7 @@ async def main() -> int:
     args = ap.parse_args()
     latency = tuple(int(v) for v in args.latency.split(",")) if args.latency else None
     if latency is not None and len(latency) != 3:
-        ap.error("--latency takes three numbers: DRAM,L2,LLC (e.g. 60,45,45)")
+        ap.error("--latency takes three numbers: DRAM,L2,LLC (e.g. 60,40,50)")
     layers = [la for la in dosa.LAYERS if not args.only or any(s in dosa.name(*la[:7]) for s in args.only)]
     if not layers:
         ap.error("no DOSA layer matches --only; names look like 'conv 28x28 256->512 1x1/2'")

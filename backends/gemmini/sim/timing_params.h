@@ -126,10 +126,16 @@ constexpr uint64_t dma_load_commands(uint64_t inflight) { return inflight / DIM 
 // reason to look (load-bound in the model at 12.7-14.6 bytes a cycle, near the 16-byte bus),
 // did not move, so what slows them on FireSim is not the L2's latency.
 // That fit had every DOSA buffer on a line. With each run's buffers at the offset
-// bench/gemmini_dosa_offsets.py infers (gemmini_dosa_layers.LINE_OFFSET), 60 / 45 / 45 gives 65 of
+// bench/gemmini_dosa_offsets.py infers (gemmini_dosa_layers.LINE_OFFSET), 60 / 45 / 45 gave 65 of
 // 67 within 15%, spread x1.071, geometric mean 1.011 (bench/gemmini_fidelity.py), and DRAM 70 at
-// 45 / 45 gives 60 of 67, x1.077 (bench/gemmini_calibrate.py); the rest of the grid has not been
-// rerun with the offsets.
+// 45 / 45 gave 60 of 67, x1.077.
+// Refit with the offsets and the DMA writer's blocks (evaluator 16; the default grid of
+// bench/gemmini_calibrate.py, every point with the pair, its ratio and the F2 runs within 15%):
+// 60 / 45 / 45: 65 of 67, x1.066, pair ratio -4.5%; 60 / 45 / 50: 63, x1.072; 60 / 50 / 50: 61,
+// x1.080; 50 / 45 / 50: 64, x1.071; 60 / 40 / 50: 66 of 67, x1.066, geometric mean 1.014, pair
+// ratio -4.3%. Chosen 60 / 40 / 50 by the rule above. The L2 hit is weakly determined (35, 45 and
+// now 40 have each led a grid by one or two layers), so DOSA's own mappings, never fitted, are
+// the check: see MODEL.md.
 // With the DRAM banks and rows first modelled, the grid DRAM 32..70 x L2 35 x LLC 40..50 had
 // chosen 60 / 35 / 50 (55 of 67 then, spread x1.131).
 // Before the DRAM banks (a fixed 50-cycle round
@@ -163,7 +169,7 @@ constexpr uint64_t DMA_LATENCY = 60;
 constexpr uint64_t L2_LINE_BYTES = 64;
 constexpr uint64_t L2_WAYS = 8;
 constexpr uint64_t L2_SETS = 512 * 1024 / L2_LINE_BYTES / L2_WAYS;
-constexpr uint64_t L2_HIT_LATENCY = 45;
+constexpr uint64_t L2_HIT_LATENCY = 40;
 // Misses the L2 has outstanding at once. RTL: InclusiveCache Parameters.scala out_mshrs =
 // max(2, ceil(memCycles / blockBeats)) with Chipyard's memCycles (outerLatencyCycles) 40 and
 // 4 beats per 64-byte block on the 128-bit system bus: 10.
@@ -197,7 +203,7 @@ constexpr uint64_t DRAM_BLOCK_BUS_CYCLES = 8;
 // An LLC hit's answer, from the LLC taking the request until its first beat leaves (the L2's
 // miss handling, the memory bus and FASED's pipeline; fitted with DMA_LATENCY, see there); the
 // line's 8 beats follow on the memory bus.
-constexpr uint64_t LLC_HIT_LATENCY = 45;
+constexpr uint64_t LLC_HIT_LATENCY = 50;
 // Per-command decode and request-generation cost in the load/store controller (the command
 // passes LoadController/StoreController's command queue and the DMA command tracker).
 // RTL: LoadController.scala / StoreController.scala register the command, then issue.
