@@ -10,8 +10,9 @@ it, in the same binary (gemmini_dosa_mappings.py reads the mappings from a local
 ucb-bar/gemmini-rocc-tests, branch `dosa`, at run time). For every mapped run whose tiles fit
 half of defaultConfig's scratchpad and accumulator (the DOSA image's buffers are 4 MiB; the
 model has defaultConfig's), our program replays the layers before it as gemmini_dosa_layers.py
-does, times the library call, then the mapping, with our library's tile step
-(gemmini_conv_tile_step / gemmini_matmul_tile) visited in DOSA's loop order. It prints the
+does, times the library call, then the mapping: convolutions with our library's tile step
+(gemmini_conv_tile_step) visited in DOSA's loop order, matmuls through the host path of DOSA's
+tiled_matmul (gemmini_dosa_layers._DOSA_MATMUL), which reads the order at run time. It prints the
 model against FireSim for both, and whether the model ranks the mapping against the library as
 FireSim did (pairs FireSim separates by more than 5%).
 
@@ -50,7 +51,6 @@ TIE = 0.05
 # DOSA's loop letters and what each walks (gemmini.h, branch dosa: idx_to_dim).
 _CONV_LOOPS = {"N": ("b", "batch"), "Q": ("porow", "out"), "P": ("pocol", "out"), "K": ("poch", "k"),
                "S": ("krow", "r"), "R": ("kcol", "r"), "C": ("kch", "c")}
-_MATMUL_LOOPS = {"P": "i0", "K": "j0", "C": "k0"}
 
 
 def mapped_conv(batch: int, c: int, k: int, p: int, r: int, stride: int, tile: dict[str, int], perm: str) -> str:
@@ -73,22 +73,12 @@ def mapped_conv(batch: int, c: int, k: int, p: int, r: int, stride: int, tile: d
 
 
 def mapped_matmul(c: int, k: int, p: int, tile: dict[str, int], perm: str) -> str:
-    """C statements running one DOSA-mapped matmul (I = p, K = c, J = k) over X, Y, Z."""
+    """C statements running one DOSA-mapped matmul (I = p, K = c, J = k) over X, Y, Z, through
+    DOSA's host path (gemmini_dosa_layers._DOSA_MATMUL: the loop order read from the string at
+    run time, as the template's tiled_matmul call does)."""
     blocks = {d: mappings.matmul_blocks(tile[d]) for d in "PKC"}
-    loops, indent = "", "  "
-    for d in reversed(perm):
-        if d not in _MATMUL_LOOPS:
-            continue  # N, Q, R, S are 1 for a matmul
-        var = _MATMUL_LOOPS[d]
-        limit = {"i0": "p.I", "j0": "p.J", "k0": "p.K"}[var]
-        step = {"i0": "p.tI", "j0": "p.tJ", "k0": "p.tK"}[var]
-        loops += f"{indent}for (size_t {var} = 0; {var} < {limit}; {var} += {step})\n"
-        indent += "  "
-    return ("  {\n  struct gemmini_matmul_plan p;\n"
-            f"  gemmini_matmul_plan_begin(&p, {p}, {k}, {c}, X, Y, NULL, Z, {c}, {k}, {k}, {k}, MVIN_SCALE_IDENTITY, "
-            f"MVIN_SCALE_IDENTITY, NO_ACTIVATION, ACC_SCALE_IDENTITY, true, {blocks['P']}, {blocks['K']}, {blocks['C']}, "
-            "false, false, false, false);\n"
-            + loops + f"{indent}gemmini_matmul_tile(&p, i0, j0, k0);\n  }}\n")
+    return (f"  dosa_tiled_matmul({p}, {k}, {c}, X, Y, Z, {c}, {k}, {k}, {blocks['P']}, {blocks['K']}, {blocks['C']}, "
+            f"\"{perm}\", DIM);\n")
 
 
 def program(row: dict) -> str:

@@ -1,6 +1,7 @@
 """Where the model's time goes on the DOSA layers: a diagnostic for model work, not a fidelity figure.
 
     python bench/gemmini_layer_profile.py [--only SUBSTRING ...] [--latency D,L2,LLC] [--json FILE]
+                                          [--timeline DIR]
 
 For each DOSA layer (gemmini_dosa_layers.py; the first of its programs, i.e. its first history),
 runs the model with its diagnostics on (`stats 1`) and prints, next to model and FireSim cycles
@@ -10,7 +11,11 @@ L2 misses the LLC answered and those that went to DRAM, and for convolutions the
 (output rows x cols, input and output channels per call), the number of loop_conv_ws calls and
 how load-bound the calls are (the median call's cycles issuing loads against its execute
 window, from its first step to its last, which includes waiting for the loads' data). `--latency` reruns with other memory latencies, as bench/gemmini_calibrate.py does,
-to see which layers a latency moves.
+to see which layers a latency moves. `--timeline DIR` (small layers: at most 8,000 lines are
+traced) writes each layer's command timeline (`stats 2`: every command's queue entry, start,
+occupancy and completion, every loop_ws's unrolling, in cycles from the call's start) to
+DIR/<layer>.timeline and prints where the call's time went: host work before its first command,
+when the last load, compute and store completed.
 
 Why it exists: the calibration and fidelity benches say how far each layer is from FireSim;
 this says what the model thinks bounds it (loads from the L2, the LLC or DRAM, or the array),
@@ -63,6 +68,33 @@ def counters(line: str) -> dict[str, int]:
             raise ValueError(f"stats line without {name!r}: {line[:120]}")
         out[name] = int(m.group(1))
     return out
+
+
+_TIMELINE_CMD = re.compile(r"TRACE cmd (\S+) (\S+) entered (\d+) start (\d+) busy (\d+) done (\d+)")
+
+
+def timeline_phases(stderr: str) -> dict[str, int]:
+    """From a `stats 2` run's timeline: when (cycles from the measured call's start) the first
+    command entered its queue and the last load, compute and store completed."""
+    first, last = None, {"load": 0, "execute": 0, "store": 0}
+    for line in stderr.splitlines():
+        m = _TIMELINE_CMD.match(line)
+        if not m:
+            continue
+        queue, entered, done = m.group(2), int(m.group(3)), int(m.group(6))
+        first = entered if first is None else min(first, entered)
+        if queue in last:
+            last[queue] = max(last[queue], done)
+    if first is None:
+        raise ValueError("no command timeline in the diagnostics (was `stats 2` set?)")
+    return {"first_command": first, "last_load_done": last["load"], "last_compute_done": last["execute"],
+            "last_store_done": last["store"]}
+
+
+def timeline_text(stderr: str) -> str:
+    """The timeline lines of the measured region (TRACE cmd / loop_ws / truncated)."""
+    keep = ("TRACE cmd ", "TRACE loop_ws ", "TRACE timeline ")
+    return "".join(line + "\n" for line in stderr.splitlines() if line.startswith(keep))
 
 
 @dataclass
@@ -138,6 +170,7 @@ async def main() -> int:
     ap.add_argument("--only", nargs="*", default=[], help="layers whose name contains any of these")
     ap.add_argument("--latency", help="DRAM,L2,LLC latencies for this run (calibration values)")
     ap.add_argument("--json", help="write the rows here")
+    ap.add_argument("--timeline", type=Path, help="write each layer's command timeline into this directory")
     args = ap.parse_args()
     latency = tuple(int(v) for v in args.latency.split(",")) if args.latency else None
     if latency is not None and len(latency) != 3:
@@ -161,13 +194,22 @@ async def main() -> int:
                 return 1
             run = await toolchain.run(str(work / "prog.elf"), str(work), {}, timeout=900,
                                       max_instructions=2_000_000_000, host_dcache=bool(DEFAULTS["host_dcache"]),
-                                      buffers_kib=dosa.IMAGE_BUFFERS_KIB, memory_latency=latency, stats=True)
+                                      buffers_kib=dosa.IMAGE_BUFFERS_KIB, memory_latency=latency,
+                                      stats=2 if args.timeline else True)
             if not run.cycles:
                 print(f"{name}: no cycles: {run.error or 'timed out'}")
                 return 1
             row = summary_row(name, run.cycles, layer[7], profile(run.stderr))
             rows.append(row)
             print(format_row(row), flush=True)
+            if args.timeline:
+                args.timeline.mkdir(parents=True, exist_ok=True)
+                path = args.timeline / (re.sub(r"[^A-Za-z0-9]+", "_", name).strip("_") + ".timeline")
+                path.write_text(timeline_text(run.stderr))
+                row["phases"] = phases = timeline_phases(run.stderr)
+                print(f"    model cycles from the call's start: first command {phases['first_command']:,}, "
+                      f"last load done {phases['last_load_done']:,}, last compute done "
+                      f"{phases['last_compute_done']:,}, last store done {phases['last_store_done']:,} ({path})")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0

@@ -416,7 +416,7 @@ class GemminiToolchain:
         dma_inflight: int | None = None,
         memory_latency: tuple[int, ...] | None = None,
         buffers_kib: tuple[int, int] | None = None,
-        stats: bool = False,
+        stats: bool | int = False,
     ) -> SimRun:
         """Run ``elf`` on Spike with the model. ``regions``: name -> (ELF symbol, bytes) copied
         at every snapshot. Measure/snapshot markers count only from code in the
@@ -447,8 +447,9 @@ class GemminiToolchain:
         if stats:
             # Diagnostics only (bench/gemmini_layer_profile.py): memory-system counts at each
             # measured region's start and at exit, and one trace line per loop_conv_ws call, on
-            # Spike's stderr (SimRun.stderr).
-            lines.append("stats 1")
+            # Spike's stderr (SimRun.stderr); stats=2 adds the measured region's command
+            # timeline (a line per command and per loop_ws, at most 8,000).
+            lines.append(f"stats {2 if stats == 2 else 1}")
         harness = section_bytes(elf, HARNESS_SECTION)
         if harness is not None:
             addr, content = harness

@@ -72,3 +72,70 @@ def test_a_real_layer_profiles_from_the_model(tmp_path):
     assert p.counts["dma_reads"] > 0 and len(p.calls) >= 1
     row = prof.summary_row("conv 2x2 256->256 1x1/1", run.cycles, layer[7], p)
     assert 0 < row["dma_read_bytes_per_cycle"] <= 16  # the read side never beats the 16-byte bus
+
+
+def _timeline_run(tmp_path: Path, body: str, stats: int = 2):
+    tmp_path.mkdir(exist_ok=True)
+    src = tmp_path / "prog.c"
+    src.write_text('#include "gemmini.h"\n#include "autocomp_harness.h"\n' + body)
+    tc = toolchain()
+
+    async def go():
+        built = await tc.compile([str(src)], str(tmp_path / "prog.elf"), str(tmp_path))
+        assert built.ok, built.tail()
+        return await tc.run(str(tmp_path / "prog.elf"), str(tmp_path), {}, timeout=120, max_instructions=50_000_000,
+                            host_dcache=True, stats=stats)
+
+    return asyncio.run(go())
+
+
+_ONE_LOOP = r"""
+static elem_t A[64][64] __attribute__((aligned(64))), B[64][64] __attribute__((aligned(64))), C[64][64];
+AUTOCOMP_HARNESS_FN int main(void) {
+  gemmini_flush(0);
+  AUTOCOMP_MEASURE_BEGIN();
+  tiled_matmul_auto(64, 64, 64, &A[0][0], &B[0][0], NULL, &C[0][0], 64, 64, 64, 64, MVIN_SCALE_IDENTITY,
+                    MVIN_SCALE_IDENTITY, MVIN_SCALE_IDENTITY, NO_ACTIVATION, ACC_SCALE_IDENTITY, 0, false,
+                    false, false, false, false, 0, WS);
+  AUTOCOMP_MEASURE_END();
+  return 0;
+}
+"""
+
+
+def test_the_timeline_holds_every_command_of_the_measured_call_in_its_order(tmp_path):
+    """`stats 2`: one line per command of the measured region (64^3 in one loop_ws: 4 + 4 move-ins
+    of 16 x 64, 64 preload/compute steps, 4 move-outs), times from the region's start, each
+    command done no earlier than it started and started no earlier than it entered its queue;
+    no compute starts before the first move-in's data is in, and the call ends after its last
+    store."""
+    run = _timeline_run(tmp_path, _ONE_LOOP)
+    assert run.cycles, run.error
+    cmds = [m.groups() for m in map(prof._TIMELINE_CMD.match, run.stderr.splitlines()) if m]
+    names = [c[0].split(":")[0] for c in cmds]
+    assert names.count("mvin") == 4 and names.count("mvin2") == 4 and names.count("mvout") == 4
+    assert sum(n.startswith("compute") for n in names) == 64
+    assert all(int(e) <= int(s) <= int(d) for _n, _q, e, s, _b, d in cmds)
+    assert all(":r16:c64:a" in c[0] for c in cmds if c[0].startswith(("mvin", "mvout")))
+    first_data = min(int(c[5]) for c in cmds if c[0].startswith("mvin"))
+    assert min(int(c[3]) for c in cmds if c[0].startswith("compute")) >= first_data
+    loops = [line for line in run.stderr.splitlines() if line.startswith("TRACE loop_ws ")]
+    assert loops == [loops[0]] and loops[0].startswith("TRACE loop_ws I 4 J 4 K 4 ")
+    phases = prof.timeline_phases(run.stderr)
+    assert phases["first_command"] < phases["last_load_done"] < phases["last_compute_done"] < phases["last_store_done"]
+    assert phases["last_store_done"] <= run.cycles
+    assert prof.timeline_text(run.stderr).count("\n") == len(cmds) + 1
+
+
+def test_the_timeline_stops_at_its_cap_and_says_so(tmp_path):
+    """A long call: the timeline ends after 8,000 lines with a line saying it was cut, and the
+    run's figures are unaffected."""
+    body = _ONE_LOOP.replace("AUTOCOMP_MEASURE_BEGIN();\n", "AUTOCOMP_MEASURE_BEGIN();\n  for (int r = 0; r < 120; r++)\n")
+    run = _timeline_run(tmp_path, body)
+    assert run.cycles, run.error
+    lines = [line for line in run.stderr.splitlines() if line.startswith("TRACE cmd ") or line.startswith("TRACE loop_ws")]
+    assert len(lines) == 8000
+    assert "TRACE timeline truncated after 8000 lines" in run.stderr
+    assert _timeline_run(tmp_path / "plain", body, stats=0).cycles == run.cycles
+    with pytest.raises(ValueError, match="was `stats 2` set"):
+        prof.timeline_phases("TRACE measure_begin 5")

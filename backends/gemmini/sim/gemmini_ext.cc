@@ -748,9 +748,10 @@ class gemmini_t : public extension_t {
         ls >> host_dcache;
         g_dcache = host_dcache != 0;
       } else if (key == "stats") {
-        int on = 0;
-        ls >> on;
-        print_stats = on != 0;
+        int level = 0;
+        ls >> level;
+        print_stats = level >= 1;
+        print_timeline = level >= 2;
       } else if (key == "dma_inflight") {
         // Requests each DMA engine may hold in flight: max_in_flight_mem_reqs of the modelled
         // configuration (Configs.scala: defaultConfig 16, leanConfig 64).
@@ -821,6 +822,21 @@ class gemmini_t : public extension_t {
   }
 
   bool print_stats = false;  // config line `stats 1`: memory-system counts and call traces on stderr (calibration)
+  // `stats 2` adds the measured region's timeline: a line per command (when it entered its
+  // queue, started, how long it held the unit, when it completed) and per loop_ws, in cycles
+  // from the region's start, for finding where a layer's modelled time goes. Capped at
+  // TIMELINE_LINES lines (Spike's captured stderr is bounded).
+  bool print_timeline = false;
+  static constexpr uint64_t TIMELINE_LINES = 8000;
+  uint64_t timeline_lines = 0;
+  uint64_t cmd_entered = 0;       // when the command being timed entered its queue
+  char cmd_detail[64] = {0};      // its DMA shape (rows, columns, DRAM address), for the timeline
+  bool timeline_line() {
+    if (!print_timeline || !measuring) return false;
+    if (timeline_lines == TIMELINE_LINES) std::fprintf(stderr, "TRACE timeline truncated after %llu lines\n",
+                                                       (unsigned long long)TIMELINE_LINES);
+    return timeline_lines++ < TIMELINE_LINES;
+  }
   // Cumulative counts from the start of the run; printed at measure_begin as well, so a
   // calibration run can tell the measured call's share from the warm-up's.
   void print_memory_stats(const char* when) {
@@ -962,16 +978,21 @@ class gemmini_t : public extension_t {
       uint64_t t = internal_issue;
       if (q.slot_free() > t) t = q.slot_free();
       internal_issue = t + LOOP_ISSUE_CYCLES;
-      return t;
+      return cmd_entered = t;
     }
     wait_until(last_loop_issue_end);
     if (q.slot_free() > now()) rs_full_cycles += q.slot_free() - now();
     wait_until(q.slot_free());
     stall += ROCC_ISSUE_CYCLES;
-    return now();
+    return cmd_entered = now();
   }
   uint64_t start_after(Queue& q, uint64_t t) { return t > q.free_at ? t : q.free_at; }
   void occupy(Queue& q, uint64_t start, uint64_t cycles, uint64_t done) {
+    if (timeline_line())
+      std::fprintf(stderr, "TRACE cmd %s%s %s entered %llu start %llu busy %llu done %llu\n", cur, cmd_detail, q.name,
+                   (unsigned long long)(cmd_entered - m_t0), (unsigned long long)(start - m_t0),
+                   (unsigned long long)cycles, (unsigned long long)(done - m_t0));
+    cmd_detail[0] = 0;
     q.free_at = start + cycles;
     q.busy += cycles;
     q.retire(done);
@@ -1410,6 +1431,7 @@ class gemmini_t : public extension_t {
       for (uint32_t r = 0; r < o.rows; r++) check_dram(dram + r * c.stride, (uint64_t)o.cols * ebytes);
 
     // Timing: wait for readers of the destination rows (WAR), then the DMA.
+    if (print_timeline) std::snprintf(cmd_detail, sizeof cmd_detail, ":r%u:c%u:a%llx", o.rows, o.cols, (unsigned long long)dram);
     uint64_t done = 0;
     if (g_timed) {
       Queue& q = ldq;
@@ -1564,6 +1586,7 @@ class gemmini_t : public extension_t {
     check_stride(st.stride, o.rows);
     for (uint32_t r = 0; r < o.rows; r++) check_dram(dram + r * st.stride, (uint64_t)o.cols * ebytes);
 
+    if (print_timeline) std::snprintf(cmd_detail, sizeof cmd_detail, ":r%u:c%u:a%llx", o.rows, o.cols, (unsigned long long)dram);
     if (g_timed) {
       Queue& q = stq;
       uint64_t t = enter(q);
@@ -2228,6 +2251,10 @@ class gemmini_t : public extension_t {
         }
       loop_acc_base = (loop_acc_base + half_acc) % g_acc_rows;
     }
+    if (timeline_line())
+      std::fprintf(stderr, "TRACE loop_ws I %u J %u K %u unrolled %llu loads issued %llu computes issued %llu "
+                   "stores issued %llu\n", I, J, K, (unsigned long long)(t0 - m_t0), (unsigned long long)(ld_c - m_t0),
+                   (unsigned long long)(ex_c - m_t0), (unsigned long long)(st_c - m_t0));
     lw_ld_free = ld_c;
     lw_ex_free = ex_c;
     lw_st_free = st_c;
