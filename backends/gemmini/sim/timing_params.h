@@ -139,8 +139,9 @@ constexpr uint64_t dma_load_commands(uint64_t inflight) { return inflight / DIM 
 // Then the DOSA matmul programs took DOSA's own host path (bench/gemmini_dosa_layers.py
 // _DOSA_MATMUL; a bench change, not a model change): 60 / 40 / 50 gives 66 of 67, x1.06,
 // geometric mean 1.017 (in: BERT's 128x128x64, -15.3% -> -7.5%; out: 128x768x3072, +14.7% ->
-// +15.2%). The change adds the same host cycles at every point of the grid and moved no other
-// layer across 15%, so no other point gains more than the one layer and the choice stands.
+// +15.2%). It adds the same host cycles at every point, so only the runner-up could catch up:
+// rerun (python bench/gemmini_calibrate.py 60,45,45 60,40,50), 60 / 45 / 45 gives 66 of 67,
+// x1.064, pair mean 1.093; 60 / 40 / 50 66 of 67, x1.063, pair mean 1.086. The choice stands.
 // With the DRAM banks and rows first modelled, the grid DRAM 32..70 x L2 35 x LLC 40..50 had
 // chosen 60 / 35 / 50 (55 of 67 then, spread x1.131).
 // Before the DRAM banks (a fixed 50-cycle round
