@@ -86,8 +86,10 @@ class Suite:
 
 
 async def build_and_run(tc: GemminiToolchain, source: str, work: Path, include: Path | None,
-                        inflight: int | None = None):
-    """Compile `source` (the suite's headers first when `include` is given) and run it."""
+                        inflight: int | None = None, buffers_kib: tuple[int, int] | None = None,
+                        stats: bool = False):
+    """Compile `source` (the suite's headers first when `include` is given) and run it
+    (`buffers_kib`, `stats`: as GemminiToolchain.run takes them)."""
     work.mkdir(parents=True)
     (work / "prog.c").write_text(source)
     extra = [f"-I{include}", "-DBAREMETAL=1", "-DPRINT_TILE=0"] if include else []
@@ -97,7 +99,7 @@ async def build_and_run(tc: GemminiToolchain, source: str, work: Path, include: 
     if built.returncode != 0:
         return None, " ".join(built.stderr.split())[-300:]
     run = await tc.run(str(work / "prog.elf"), str(work), {}, timeout=600, max_instructions=2_000_000_000,
-                       host_dcache=True, dma_inflight=inflight)
+                       host_dcache=True, dma_inflight=inflight, buffers_kib=buffers_kib, stats=stats)
     return run, ""
 
 

@@ -83,3 +83,31 @@ def test_matmul_layers_and_mappings_use_the_dosa_path():
     assert "tiled_matmul_auto(" not in layer_program.replace("dosa_tiled_matmul_auto(", "")
     conv_program = dosa.program("conv", 1, 64, 64, 56, 1, 1)
     assert "dosa_tiled_matmul" not in conv_program  # convolutions keep our library's call
+
+
+def test_the_host_path_bench_swaps_in_the_branch_library_call():
+    """bench/gemmini_dosa_host_path.py runs each matmul program again on the dosa branch's own
+    library: the replica's block goes, the branch's header and tiled_matmul_auto come in with
+    the same shape and operands; anything else is refused rather than silently compared."""
+    import pytest
+
+    import gemmini_dosa_host_path as host_path
+
+    program = dosa.program("mm", 1, 64, 128, 128, 1, 1)
+    theirs = host_path.with_branch_library(program)
+    assert "dosa_tiled_matmul" not in theirs and '#include "include/gemmini.h"' in theirs
+    assert "tiled_matmul_auto(128, 128, 64, X, Y, NULL, Z, 64, 128, 128, 128, " in theirs
+    with pytest.raises(ValueError, match="not a DOSA matmul program"):
+        host_path.with_branch_library(dosa.program("conv", 1, 64, 64, 56, 1, 1))
+
+
+def test_the_host_path_bench_says_what_it_needs(tmp_path, monkeypatch, capsys):
+    import asyncio
+
+    import pytest
+
+    import gemmini_dosa_host_path as host_path
+
+    monkeypatch.setattr(sys, "argv", ["gemmini_dosa_host_path.py", "--suite", str(tmp_path / "missing")])
+    with pytest.raises(SystemExit, match="no such directory"):
+        asyncio.run(host_path.main())
