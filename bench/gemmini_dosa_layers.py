@@ -21,7 +21,8 @@ branch ``dosa`` at 959b23f, ``gemmini-data-collection``):
   input rows = output rows x stride (``layers/extract_data_csv.py``); a layer with one output
   column and a 1x1 kernel is a matmul I=P, K=C, J=K. That branch's library predates operand
   reuse (no scratchpad region ids in its loop calls), so our programs define
-  GEMMINI_NO_OPERAND_REUSE.
+  GEMMINI_NO_OPERAND_REUSE; its matmuls also take a host path of their own (_DOSA_MATMUL
+  below), which our matmul programs reproduce.
 - The layers of a network run one after another in one binary over the same static buffers
   (conv_tilings.c: input, weights_mat, output_mat; matmul_tilings.c: full_A, full_B,
   full_C), convolutions and matmuls in separate binaries, in the order of the network's CSV
