@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import gemmini_dosa_layers as dosa  # noqa: E402
 import gemmini_layer_profile as prof  # noqa: E402
-from simkit import toolchain  # noqa: E402
+from simkit import run_c, toolchain  # noqa: E402
 
 
 def _stats(when: str, l2h: int, l2m: int, llch: int, llcm: int, rd: int, wr: int) -> str:
@@ -76,20 +76,13 @@ def test_a_real_layer_profiles_from_the_model(tmp_path):
 
 def _timeline_run(tmp_path: Path, body: str, stats: int = 2):
     tmp_path.mkdir(exist_ok=True)
-    src = tmp_path / "prog.c"
-    src.write_text('#include "gemmini.h"\n#include "autocomp_harness.h"\n' + body)
-    tc = toolchain()
-
-    async def go():
-        built = await tc.compile([str(src)], str(tmp_path / "prog.elf"), str(tmp_path))
-        assert built.ok, built.tail()
-        return await tc.run(str(tmp_path / "prog.elf"), str(tmp_path), {}, timeout=120, max_instructions=50_000_000,
-                            host_dcache=True, stats=stats)
-
-    return asyncio.run(go())
+    return run_c(tmp_path, body, prelude=False, max_instructions=50_000_000, timeout=120, host_dcache=True,
+                 stats=stats)
 
 
 _ONE_LOOP = r"""
+#include "gemmini.h"
+#include "autocomp_harness.h"
 static elem_t A[64][64] __attribute__((aligned(64))), B[64][64] __attribute__((aligned(64))), C[64][64];
 AUTOCOMP_HARNESS_FN int main(void) {
   gemmini_flush(0);
