@@ -46,16 +46,16 @@ GEMMINI_LIB_FN void gemmini_matmul_cpu(size_t dim_I, size_t dim_J, size_t dim_K,
  * accumulator (side floor(sqrt(accumulator tiles / 2))) and the K depth that fills a quarter of
  * the scratchpad next to it, clipped to the problem; then grow J, then I, then K by one block
  * at a time while A+B tiles fit half the scratchpad and the C tile half the accumulator. */
-/* The side is a constant of the configuration, which Gemmini's library writes as sqrt() of a
- * constant and GCC folds at compile time; so does this. The choice itself is ordinary code: when
- * the caller's shape is constant and the call is inlined (a static function called once, as in
- * a test or a candidate kernel), GCC folds it away as it does the real library's, and otherwise
- * the call pays its host cycles. Forcing it out of line (noipa, before evaluator 18) charged
- * every call about 200 cycles that FireSim runs of the real library do not show. */
-#define GEMMINI_DB_TILE_SIDE ((size_t)__builtin_sqrt((double)((ACC_ROWS / 2) / DIM)))
-GEMMINI_LIB_FN void gemmini_choose_tiles(size_t I, size_t J, size_t K, size_t *tI, size_t *tJ, size_t *tK) {
+GEMMINI_LIB_FN size_t gemmini_isqrt(size_t n) {
+  size_t r = 0;
+  while ((r + 1) * (r + 1) <= n) r++;
+  return r;
+}
+/* Chosen at run time, as Gemmini's library does it (noipa: not folded into the caller for
+ * constant shapes), so a call pays the host cycles of its tiling decision. */
+GEMMINI_LIB_FN __attribute__((noipa)) void gemmini_choose_tiles(size_t I, size_t J, size_t K, size_t *tI, size_t *tJ, size_t *tK) {
   const size_t sp_limit = BANK_NUM * BANK_ROWS / 2, acc_limit = ACC_ROWS / 2;
-  const size_t side = GEMMINI_DB_TILE_SIDE;
+  const size_t side = gemmini_isqrt((ACC_ROWS / 2) / DIM);
   const size_t depth = ((BANK_NUM * BANK_ROWS / 4) / DIM) / side;
   size_t ti = I < side ? I : side, tj = J < side ? J : side, tk = K < depth ? K : depth;
 #define GEMMINI_SP_ROWS(i, j, k) (((i) * (k) + (k) * (j)) * DIM)
@@ -330,11 +330,7 @@ GEMMINI_LIB_FN int gemmini_conv_tile_fits(const int d[7], int stride, int input_
   return sp <= BANK_NUM * BANK_ROWS / 2 && acc <= ACC_ROWS / 2;
 }
 
-/* Chosen at run time and kept out of line (noipa). Gemmini's own tiled_conv_auto search is loops
- * GCC cannot fold even for a constant shape (tens of thousands of host cycles before the first
- * command on conv_perf), and ours, written differently, would be partly folded if inlined; out
- * of line it costs what the real one does (the suite's own conv_perf and conv_dw_perf, run on
- * the model, within 0.1% and 2% of ours). The matmul choice folds in both, so it is not. */
+/* Chosen at run time (noipa), as gemmini_choose_tiles. */
 GEMMINI_LIB_FN __attribute__((noipa)) struct gemmini_conv_tile gemmini_choose_conv_tile(int batch_size, int pool_rows, int pool_cols,
                                                                 int in_channels, int out_channels, int kernel_dim,
                                                                 int stride, int input_dilation, int kernel_dilation,
