@@ -34,7 +34,8 @@ branch ``dosa`` at 959b23f, ``gemmini-data-collection``):
   weights from DRAM. Each network ran three times (dnn, analytical, both: three binaries
   whose buffers sit at different places in a cache line, LINE_OFFSET), and the median over
   every run is the figure here (min and max alongside: up to 50% apart).
-  Our program for a layer starts from cold caches (see _COLD_START), replays the layers run
+  Our program for a layer starts from cold caches (gemmini_cold_start.py: none of its
+  buffers in any cache, as a DOSA binary found them before its first layer), replays the layers run
   before it in its binary (through the library's own tiling, not DOSA's mapping: the same
   data touched in another order) over the same buffers, back until they have touched twice
   the LLC, and times the layer, once per run with that run's buffer offset; a layer that two
@@ -51,6 +52,7 @@ import math
 import statistics
 
 from gemmini_autocomp_shapes import geomean
+from gemmini_cold_start import COLD_START
 
 # (kind, batch, in channels C, out channels K, output rows = cols P, kernel R, stride,
 #  FireSim cycles: median, min, max)
@@ -363,20 +365,6 @@ def _call(kind: str, batch: int, c: int, k: int, p: int, r: int, stride: int) ->
             "  gemmini_fence();\n")
 
 
-# The caches as a DOSA binary found them before its first layer: none of its buffers in them
-# (FireSim loads the static buffers straight into DRAM, and the startup code of
-# gemmini-rocc-tests' bare-metal programs never writes them). Ours does: picolibc's crt0
-# zeroes .bss through the caches, leaving the buffers' last 4 MiB dirty in the L2 and the
-# LLC. So the host first reads a sweep buffer six times the LLC's size, one load per line:
-# with random replacement about e^-6 of the lines zeroing left behind survive.
-_COLD_START = r"""
-static volatile elem_t sweep[24 << 20] __attribute__((aligned(64)));
-static void start_cold(void) {
-  for (unsigned long i = 0; i < sizeof sweep; i += 64) (void)sweep[i];
-}
-"""
-
-
 def program(kind: str, batch: int, c: int, k: int, p: int, r: int, stride: int,
             history: tuple[tuple, ...] = (), mapped: str | None = None, line_offset: int = 0) -> str:
     """Our program for one layer as one DOSA binary ran it: the layers before it (`history`,
@@ -392,7 +380,7 @@ def program(kind: str, batch: int, c: int, k: int, p: int, r: int, stride: int,
     # The matmul template flushes the TLB before the timed call; the conv template fences.
     sync = "gemmini_flush(0);" if kind == "mm" else "gemmini_fence();"
     offset, pad = line_offset, 64 if line_offset else 0
-    return _HEAD + (_DOSA_MATMUL if kind == "mm" else "") + _COLD_START + f"""
+    return _HEAD + (_DOSA_MATMUL if kind == "mm" else "") + COLD_START + f"""
 static elem_t buffer_x[{sizes[0] + pad}] __attribute__((aligned(64)));
 static elem_t buffer_y[{sizes[1] + pad}] __attribute__((aligned(64)));
 static elem_t buffer_z[{sizes[2] + pad}] __attribute__((aligned(64)));

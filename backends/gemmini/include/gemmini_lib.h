@@ -51,8 +51,14 @@ GEMMINI_LIB_FN size_t gemmini_isqrt(size_t n) {
   while ((r + 1) * (r + 1) <= n) r++;
   return r;
 }
-/* Chosen at run time, as Gemmini's library does it (noipa: not folded into the caller for
- * constant shapes), so a call pays the host cycles of its tiling decision. */
+/* Chosen at run time (noipa: never folded into the caller) so that a call costs the host what
+ * a call of Gemmini's tiled_matmul_auto does. Gemmini's folds its choice for a constant shape
+ * (its first command issues 63 cycles into a 64^3 call) but then calls its per-tile routine
+ * out of line (sp_tiled_matmul_ws: 17 arguments on the stack, a float scale loaded from
+ * .rodata) before its first loop_ws, which ours, inlined, does not. Measured on the model with
+ * Gemmini's header built as the suite builds it (bench/gemmini_rocc_suite.py --library): 64^3
+ * from cold caches 2,540 cycles, ours 2,624 as it is and 2,242 folded; 128x256x256 42,724,
+ * ours 42,568 and about 42,250. Total host cost is what ranks a candidate against the library. */
 GEMMINI_LIB_FN __attribute__((noipa)) void gemmini_choose_tiles(size_t I, size_t J, size_t K, size_t *tI, size_t *tJ, size_t *tK) {
   const size_t sp_limit = BANK_NUM * BANK_ROWS / 2, acc_limit = ACC_ROWS / 2;
   const size_t side = gemmini_isqrt((ACC_ROWS / 2) / DIM);
@@ -330,7 +336,10 @@ GEMMINI_LIB_FN int gemmini_conv_tile_fits(const int d[7], int stride, int input_
   return sp <= BANK_NUM * BANK_ROWS / 2 && acc <= ACC_ROWS / 2;
 }
 
-/* Chosen at run time (noipa), as gemmini_choose_tiles. */
+/* Chosen at run time and kept out of line (noipa). Gemmini's own tiled_conv_auto search is loops
+ * GCC cannot fold even for a constant shape (its first command comes about 60,000 cycles into
+ * conv_perf), and ours out of line costs about what it does (warm conv_perf 1,862,316 cycles
+ * against Gemmini's 1,875,963 on the model). */
 GEMMINI_LIB_FN __attribute__((noipa)) struct gemmini_conv_tile gemmini_choose_conv_tile(int batch_size, int pool_rows, int pool_cols,
                                                                 int in_channels, int out_channels, int kernel_dim,
                                                                 int stride, int input_dilation, int kernel_dilation,
