@@ -13,7 +13,8 @@ our own programs:
 - the 12544x64x256 pair in ucb-bar/autocomp's prompts (two hand-scheduled programs);
 - the DOSA artifact's 67 layers run through Gemmini's library (gemmini_dosa_layers.py);
 - the FireSim F2 runs of Gemmini's own tests on the Lean image (gemmini_firesim_f2.py; 64
-  requests in flight, a different FPGA platform and memory model, printed for reference).
+  requests in flight and the image's own memory, FireSim's latency pipe with no LLC, run through
+  `memory_pipe`: only the L2-hit latency of the three applies to them).
 Each program is compiled once; every grid point then reruns them all with the latencies given
 to the model through its calibration line (`memory_latency DRAM L2 LLC`). For each point the
 bench prints, per set, the geometric mean of model / FireSim, the geometric spread (exp of the
@@ -113,7 +114,8 @@ async def main() -> int:
             async with lanes:
                 r = await tc.run(str(d / "prog.elf"), str(d), {}, timeout=900, max_instructions=4_000_000_000,
                                  host_dcache=True, dma_inflight=inflight, memory_latency=latency,
-                                 buffers_kib=dosa.IMAGE_BUFFERS_KIB if group == "DOSA" else None)
+                                 buffers_kib=dosa.IMAGE_BUFFERS_KIB if group == "DOSA" else None,
+                                 memory_pipe=f2.LEAN_MEMORY_PIPE if group == "F2" else None)
             if r.error or r.cycles is None:
                 raise SystemExit(f"{name}: run failed: {r.error}")
             return group, name, r.cycles, published, copies

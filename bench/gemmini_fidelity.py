@@ -231,7 +231,8 @@ static void kernel(void) {
 
 
 async def cycles(tc: GemminiToolchain, name: str, kernel: str, work: Path, whole: str | None = None,
-                 dma_inflight: int | None = None, buffers_kib: tuple[int, int] | None = None) -> tuple[int, float]:
+                 dma_inflight: int | None = None, buffers_kib: tuple[int, int] | None = None,
+                 memory_pipe: tuple[int, int, int] | None = None) -> tuple[int, float]:
     d = work / name
     d.mkdir()
     src = d / "prog.c"
@@ -242,7 +243,8 @@ async def cycles(tc: GemminiToolchain, name: str, kernel: str, work: Path, whole
         raise SystemExit(f"{name}: compile failed\n{res.tail()}")
     t0 = time.perf_counter()
     run = await tc.run(str(elf), str(d), {}, timeout=900, max_instructions=2_000_000_000,
-                       host_dcache=bool(DEFAULTS["host_dcache"]), dma_inflight=dma_inflight, buffers_kib=buffers_kib)
+                       host_dcache=bool(DEFAULTS["host_dcache"]), dma_inflight=dma_inflight, buffers_kib=buffers_kib,
+                       memory_pipe=memory_pipe)
     dt = time.perf_counter() - t0
     if run.error or run.exit_code != 0 or run.cycles is None:
         raise SystemExit(f"{name}: run failed: {run.error or run.stdout[-500:]}")
@@ -267,7 +269,8 @@ async def main() -> int:
         for name, program in (("mm64_gemmini", f2.MM64), ("mm64_cpu", "#define ON_HOST 1\n" + f2.MM64),
                               ("matmul_perf", f2.MATMUL_PERF), ("conv_perf", f2.CONV_PERF),
                               ("conv_dw_perf", f2.CONV_DW_PERF)):
-            lean[name], _ = await cycles(tc, "f2-" + name, "", work, program, dma_inflight=f2.LEAN_DMA_INFLIGHT)
+            lean[name], _ = await cycles(tc, "f2-" + name, "", work, program, dma_inflight=f2.LEAN_DMA_INFLIGHT,
+                                         memory_pipe=f2.LEAN_MEMORY_PIPE)
         dosa_rows = []
         for layer in dosa.LAYERS:
             sources = dosa.programs(layer)  # one per run; runs laid out alike share a program
@@ -299,7 +302,8 @@ async def main() -> int:
         fmt = (lambda v: f"{v:,.0f}") if pub > 100 else (lambda v: f"{v:.3f}")
         print(f"{name:54s} {fmt(model):>14s} {fmt(pub):>14s} {err(model, pub):>8s}")
     pub = f2.PUBLISHED
-    print("FireSim F2, FireSimLeanGemminiRocketConfig (lorikjashari/OpenASDx llm/fpga/f2; model with 64 requests in flight):")
+    print("FireSim F2, FireSimLeanGemminiRocketConfig (lorikjashari/OpenASDx llm/fpga/f2; model with 64 requests in flight\n"
+          "  and FireSim's default memory, a latency pipe with no LLC, from cold caches):")
     f2_rows = [
         ("  tiled_matmul_ws 64^3 on Gemmini (cycles)", lean["mm64_gemmini"], pub["mm64_gemmini"]),
         ("  the same product on the Rocket core (cycles)", lean["mm64_cpu"], pub["mm64_cpu"]),

@@ -87,7 +87,7 @@ class Suite:
 
 async def build_and_run(tc: GemminiToolchain, source: str, work: Path, include: Path | None,
                         inflight: int | None = None, buffers_kib: tuple[int, int] | None = None,
-                        stats: bool = False):
+                        stats: bool = False, memory_pipe: tuple[int, int, int] | None = None):
     """Compile `source` (the suite's headers first when `include` is given) and run it
     (`buffers_kib`, `stats`: as GemminiToolchain.run takes them)."""
     work.mkdir(parents=True)
@@ -99,7 +99,8 @@ async def build_and_run(tc: GemminiToolchain, source: str, work: Path, include: 
     if built.returncode != 0:
         return None, " ".join(built.stderr.split())[-300:]
     run = await tc.run(str(work / "prog.elf"), str(work), {}, timeout=600, max_instructions=2_000_000_000,
-                       host_dcache=True, dma_inflight=inflight, buffers_kib=buffers_kib, stats=stats)
+                       host_dcache=True, dma_inflight=inflight, buffers_kib=buffers_kib, stats=stats,
+                       memory_pipe=memory_pipe)
     return run, ""
 
 
@@ -126,13 +127,14 @@ async def conformance(suite: Suite, tc: GemminiToolchain, only: list[str], work:
 
 async def library(suite: Suite, tc: GemminiToolchain, work: Path) -> int:
     print(f"{'F2 program':16s} {'our library':>14s} {'Gemmini library':>16s} {'FireSim':>12s}  (model cycles, "
-          f"{f2.LEAN_DMA_INFLIGHT} requests in flight)")
+          f"{f2.LEAN_DMA_INFLIGHT} requests in flight, FireSim's latency-pipe memory)")
     for key, program in (("mm64_gemmini", f2.MM64), ("matmul_perf", f2.MATMUL_PERF),
                          ("conv_perf", f2.CONV_PERF), ("conv_dw_perf", f2.CONV_DW_PERF)):
         theirs = program.replace('#include "gemmini.h"', '#include "include/gemmini.h"')
-        ours_run, why = await build_and_run(tc, program, work / f"ours-{key}", None, f2.LEAN_DMA_INFLIGHT)
+        ours_run, why = await build_and_run(tc, program, work / f"ours-{key}", None, f2.LEAN_DMA_INFLIGHT,
+                                            memory_pipe=f2.LEAN_MEMORY_PIPE)
         their_run, their_why = await build_and_run(tc, theirs, work / f"theirs-{key}", suite.root,
-                                                   f2.LEAN_DMA_INFLIGHT)
+                                                   f2.LEAN_DMA_INFLIGHT, memory_pipe=f2.LEAN_MEMORY_PIPE)
         cell = [f"{r.cycles:,}" if r is not None and r.cycles else f"failed: {w[:40]}"
                 for r, w in ((ours_run, why), (their_run, their_why))]
         print(f"{key:16s} {cell[0]:>14s} {cell[1]:>16s} {f2.PUBLISHED[key]:>12,}")

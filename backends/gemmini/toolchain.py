@@ -417,6 +417,7 @@ class GemminiToolchain:
         memory_latency: tuple[int, ...] | None = None,
         buffers_kib: tuple[int, int] | None = None,
         stats: bool | int = False,
+        memory_pipe: tuple[int, int, int] | None = None,
     ) -> SimRun:
         """Run ``elf`` on Spike with the model. ``regions``: name -> (ELF symbol, bytes) copied
         at every snapshot. Measure/snapshot markers count only from code in the
@@ -444,6 +445,10 @@ class GemminiToolchain:
         if memory_latency is not None:
             # Calibration only (bench/gemmini_calibrate.py): the DRAM, L2-hit and LLC-hit latencies.
             lines.append("memory_latency " + " ".join(str(int(v)) for v in memory_latency))
+        if memory_pipe is not None:
+            # Benches only: FireSim's default memory model (a latency pipe, no LLC) with this
+            # latency and reads / writes in flight, for images built with it (the F2 runs).
+            lines.append("memory_pipe " + " ".join(str(int(v)) for v in memory_pipe))
         if stats:
             # Diagnostics only (bench/gemmini_layer_profile.py): memory-system counts at each
             # measured region's start and at exit, and one trace line per loop_conv_ws call, on

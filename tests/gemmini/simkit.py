@@ -47,13 +47,15 @@ def run_c(
     host_dcache: bool = False,
     buffers_kib: tuple[int, int] | None = None,
     stats: int = 0,
+    memory_pipe: tuple[int, int, int] | None = None,
 ) -> SimRun:
     """Compile ``PRELUDE + body`` and run it; fails the test if it does not compile.
     ``memory_latency`` (DRAM, L2 hit, LLC hit) overrides the fitted latencies, as
     bench/gemmini_calibrate.py does, for tests that need one resource to be the bottleneck;
     ``host_dcache`` turns on the host's L1 data-cache model (the backend's default);
     ``buffers_kib`` (scratchpad, accumulator) models another image's buffer sizes; ``stats``
-    (1, 2) turns on the model's diagnostics on stderr (2: with the command timeline)."""
+    (1, 2) turns on the model's diagnostics on stderr (2: with the command timeline);
+    ``memory_pipe`` (latency, reads, writes) puts FireSim's latency pipe in place of the LLC and DRAM."""
     src = tmp_path / "prog.c"
     src.write_text((PRELUDE if prelude else "") + body)
     elf = tmp_path / "prog.elf"
@@ -64,7 +66,7 @@ def run_c(
         assert res.ok, res.tail()
         return await tc.run(str(elf), str(tmp_path), regions or {}, timeout=timeout, max_instructions=max_instructions,
                             measure_limit=measure_limit, memory_latency=memory_latency, host_dcache=host_dcache,
-                            buffers_kib=buffers_kib, stats=stats)
+                            buffers_kib=buffers_kib, stats=stats, memory_pipe=memory_pipe)
 
     return asyncio.run(go())
 

@@ -38,11 +38,12 @@ AUTOCOMP_HARNESS_FN int main(void) {
 BLOCKS = (1 << 20) // 128
 
 
-def _sweep(tmp_path: Path, stride: int, warm: int, memory_latency: tuple[int, int, int] | None = None) -> int:
-    work = tmp_path / f"s{stride}w{warm}"
+def _sweep(tmp_path: Path, stride: int, warm: int, memory_latency: tuple[int, int, int] | None = None,
+           memory_pipe: tuple[int, int, int] | None = None) -> int:
+    work = tmp_path / f"s{stride}w{warm}p{'-'.join(map(str, memory_pipe or ()))}"
     work.mkdir()
     run = run_c(work, f"#define STRIDE {stride}\n#define WARM {warm}\n" + SWEEP, max_instructions=50_000_000,
-                memory_latency=memory_latency)
+                memory_latency=memory_latency, memory_pipe=memory_pipe)
     assert_ok(run)
     assert run.cycles is not None
     return run.cycles
@@ -281,3 +282,28 @@ def test_dma_reads_of_lines_the_host_holds_wait_for_its_l1_to_be_probed(tmp_path
     assert dirty >= 64 * per_dirty and clean >= 64 * per_clean, (dirty, clean)
     # and the dirty lines' data beats make their probes longer
     assert dirty - clean >= 0.7 * 64 * (per_dirty - per_clean), (dirty, clean)
+
+
+def test_latency_pipe_has_no_llc_and_bounds_reads_in_flight(tmp_path):
+    """`memory_pipe` (the F2 image's memory: FireSim's default latency-bandwidth pipe, no LLC)
+    answers every L2 miss after its latency with at most so many reads in flight: a sweep that
+    would have warmed the LLC leaves only what the L2 kept, a longer latency slows a cold sweep, and
+    fewer reads in flight slow it more."""
+    cold = _sweep(tmp_path, 64, 0, memory_pipe=(300, 16, 16))
+    warmed = _sweep(tmp_path, 64, 1, memory_pipe=(300, 16, 16))
+    # 1 MiB is twice the L2: warming helps only by the lines its random replacement kept
+    # (with the LLC it makes the sweep several times faster; the first test's setting).
+    assert warmed > cold * 3 // 5, (cold, warmed)
+    llc_cold, llc_warmed = _sweep(tmp_path, 64, 0), _sweep(tmp_path, 64, 1)
+    assert llc_warmed < llc_cold * 2 // 5, (llc_cold, llc_warmed)
+    fast = _sweep(tmp_path, 64, 0, memory_pipe=(30, 16, 16))
+    assert cold > 2 * fast, (fast, cold)
+    narrow = _sweep(tmp_path, 64, 0, memory_pipe=(300, 4, 4))
+    assert narrow > 2 * cold, (cold, narrow)
+
+
+def test_bad_memory_pipe_is_refused_with_what_is_allowed(tmp_path):
+    run = run_c(tmp_path, "int main(void) { return 0; }\n", memory_pipe=(30, 0, 16))
+    assert run.exit_code != 0
+    text = run.error + run.stderr
+    assert "memory_pipe 30 0 16" in text and "1..64" in text, text

@@ -56,9 +56,10 @@ GEMMINI_LIB_FN size_t gemmini_isqrt(size_t n) {
  * (its first command issues 63 cycles into a 64^3 call) but then calls its per-tile routine
  * out of line (sp_tiled_matmul_ws: 17 arguments on the stack, a float scale loaded from
  * .rodata) before its first loop_ws, which ours, inlined, does not. Measured on the model with
- * Gemmini's header built as the suite builds it (bench/gemmini_rocc_suite.py --library): 64^3
- * from cold caches 2,540 cycles, ours 2,624 as it is and 2,242 folded; 128x256x256 42,724,
- * ours 42,568 and about 42,250. Total host cost is what ranks a candidate against the library. */
+ * Gemmini's header built as the suite builds it, on the F2 programs as FireSim ran them
+ * (bench/gemmini_rocc_suite.py --library): 64^3 2,404 cycles, ours 2,516 as it is and 2,197
+ * folded; 128x256x256 35,621, ours 35,578 and 35,276. Total host cost is what ranks a
+ * candidate against the library. */
 GEMMINI_LIB_FN __attribute__((noipa)) void gemmini_choose_tiles(size_t I, size_t J, size_t K, size_t *tI, size_t *tJ, size_t *tK) {
   const size_t sp_limit = BANK_NUM * BANK_ROWS / 2, acc_limit = ACC_ROWS / 2;
   const size_t side = gemmini_isqrt((ACC_ROWS / 2) / DIM);

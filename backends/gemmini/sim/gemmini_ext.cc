@@ -78,6 +78,8 @@ constexpr uint32_t BANKS = 4;  // Configs.scala defaultConfig sp_banks
 // configuration line `buffers_kib SP ACC` names another image's (the DOSA artifact's
 // dummy16Config: 4096 and 4096). Set before the model runs, never after.
 constexpr uint32_t DEFAULT_SP_KIB = 256, DEFAULT_ACC_KIB = 64, MAX_BUFFER_KIB = 8192;
+// At most this many reads (and writes) in flight in the `memory_pipe` model (FASED BaseParams maxReads/maxWrites).
+constexpr uint32_t MAX_PIPE_REQUESTS = 64;
 uint32_t g_bank_rows = DEFAULT_SP_KIB * 1024 / (BANKS * DIM);
 uint32_t g_sp_rows = BANKS * g_bank_rows;
 uint32_t g_acc_rows = DEFAULT_ACC_KIB * 1024 / (DIM * 4);
@@ -793,6 +795,23 @@ class gemmini_t : public extension_t {
         dram_latency = dram;
         l2_hit_latency = l2;
         llc_hit_latency = llc;
+      } else if (key == "memory_pipe") {
+        // Benches only: an image built with FireSim's default memory model
+        // (firesim.configs.WithDefaultMemModel: FASED's latency-bandwidth pipe, no LLC model,
+        // BaseParams maxReads 16 and maxWrites 16; the latency is a runtime setting) in place
+        // of the DOSA images' 4 MiB LLC and DDR3 (bench/gemmini_firesim_f2.py).
+        uint64_t latency = 0, reads = 0, writes = 0;
+        ls >> latency >> reads >> writes;
+        if (latency < 1 || latency > 100000 || reads < 1 || reads > MAX_PIPE_REQUESTS || writes < 1 ||
+            writes > MAX_PIPE_REQUESTS) {
+          std::fprintf(stderr, "gemmini: memory_pipe %llu %llu %llu: the latency must be 1..100000 cycles and the "
+                       "reads and writes in flight 1..%u\n", (unsigned long long)latency,
+                       (unsigned long long)reads, (unsigned long long)writes, MAX_PIPE_REQUESTS);
+          std::_Exit(4);
+        }
+        pipe_latency = latency;
+        pipe_reads = reads;
+        pipe_writes = writes;
       }
     }
   }
@@ -1174,7 +1193,27 @@ class gemmini_t : public extension_t {
   uint64_t llc_read_head = 0, llc_write_head = 0, llc_read_latest = 0, llc_write_latest = 0;
   uint64_t llc_rng = 0x2545F4914F6CDD1Dull;  // replacement (FASED: an LFSR)
   uint64_t llc_hits = 0, llc_misses = 0;
+  // FireSim's latency-bandwidth pipe (`memory_pipe`; FASED LatencyPipe.scala): every request
+  // the L2 sends out is answered `pipe_latency` cycles after the pipe takes it, whatever its
+  // address; the pipe holds at most `pipe_reads` reads and `pipe_writes` writes, each until
+  // its answer (the data beats themselves are on the memory bus, outer_read / outer_write).
+  uint64_t pipe_latency = 0, pipe_reads = 0, pipe_writes = 0;
+  Timeline pipe_read_slot[MAX_PIPE_REQUESTS], pipe_write_slot[MAX_PIPE_REQUESTS];
+  uint64_t pipe_access(uint64_t t, bool write) {
+    Timeline* slots = write ? pipe_write_slot : pipe_read_slot;
+    const uint64_t n = write ? pipe_writes : pipe_reads;
+    int m = 0;
+    uint64_t start = ~0ull;
+    for (int i = 0; i < (int)n && start != t; i++) {
+      const uint64_t e = slots[i].earliest(t, pipe_latency);
+      if (e < start) start = e, m = i;
+    }
+    slots[m].book(start, start + pipe_latency);
+    llc_misses++;
+    return start + pipe_latency;
+  }
   uint64_t llc_access(uint64_t addr, uint64_t t, bool write) {
+    if (pipe_latency) return pipe_access(t, write);
     const uint64_t block = addr / LLC_BLOCK_BYTES + 1, set = block % LLC_SETS;
     const uint64_t block_addr = (block - 1) * LLC_BLOCK_BYTES;
     uint64_t* tag = &llc_tag[set * LLC_WAYS];
