@@ -142,6 +142,11 @@ constexpr uint64_t dma_load_commands(uint64_t inflight) { return inflight / DIM 
 // +15.2%). It adds the same host cycles at every point, so only the runner-up could catch up:
 // rerun (python bench/gemmini_calibrate.py 60,45,45 60,40,50), 60 / 45 / 45 gives 66 of 67,
 // x1.064, pair mean 1.093; 60 / 40 / 50 66 of 67, x1.063, pair mean 1.086. The choice stands.
+// Then the F2 programs were made to run as FireSim ran them (a bench change): cold caches and
+// the Lean image's own memory, FireSim's latency pipe with no LLC (`memory_pipe`), so of the
+// three only the L2 hit reaches them. 60 / 40 / 50: all four F2 runs within 15% (geometric
+// mean 0.939), DOSA and the pair as before. (Cold on the LLC and DDR3 instead, conv_perf had
+// read +29% at 60 / 40 / 50 and stayed outside at 40 / 40 / 50, where DOSA fell to 64 of 67.)
 // With the DRAM banks and rows first modelled, the grid DRAM 32..70 x L2 35 x LLC 40..50 had
 // chosen 60 / 35 / 50 (55 of 67 then, spread x1.131).
 // Before the DRAM banks (a fixed 50-cycle round
