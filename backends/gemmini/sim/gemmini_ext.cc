@@ -1209,7 +1209,7 @@ class gemmini_t : public extension_t {
       if (e < start) start = e, m = i;
     }
     slots[m].book(start, start + pipe_latency);
-    llc_misses++;
+    llc_misses++;  // in `stats`, every request the pipe answers counts as a miss: it reached memory
     return start + pipe_latency;
   }
   uint64_t llc_access(uint64_t addr, uint64_t t, bool write) {
