@@ -41,6 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+from autocomp.backends.gemmini.images import DEFAULT as DEFAULT_IMAGE, Image  # noqa: E402
 from autocomp.backends.gemmini.toolchain import GemminiToolchain  # noqa: E402
 
 import gemmini_dosa_layers as dosa  # noqa: E402
@@ -50,8 +51,8 @@ import gemmini_firesim_f2 as f2  # noqa: E402
 DEFAULT_GRID = [(60, 40, 50), (60, 45, 45), (60, 45, 50), (60, 50, 50), (50, 45, 50)]
 
 
-def programs() -> list[tuple[str, str, float, int | None, str, int]]:
-    """(name, source, FireSim cycles, requests in flight or None for the default, set, runs). A
+def programs() -> list[tuple[str, str, float, Image, str, int]]:
+    """(name, source, FireSim cycles, the Gemmini build it ran on, set, runs). A
     DOSA layer with several programs (one per run and history, gemmini_dosa_layers.programs)
     appears once per distinct program under the same name, with how many runs it stands for;
     combined() takes the median over the runs."""
@@ -59,12 +60,12 @@ def programs() -> list[tuple[str, str, float, int | None, str, int]]:
     for layer in dosa.LAYERS:
         sources = dosa.programs(layer)
         for source in dict.fromkeys(sources):
-            out.append((dosa.name(*layer[:7]), source, layer[7], None, "DOSA", sources.count(source)))
-    out.append(("pair 'before'", fidelity.PRELUDE + fidelity.BEFORE + fidelity.MAIN, fidelity.PUBLISHED_BEFORE, None, "pair", 1))
-    out.append(("pair 'after'", fidelity.PRELUDE + fidelity.AFTER + fidelity.MAIN, fidelity.PUBLISHED_AFTER, None, "pair", 1))
+            out.append((dosa.name(*layer[:7]), source, layer[7], DEFAULT_IMAGE, "DOSA", sources.count(source)))
+    out.append(("pair 'before'", fidelity.PRELUDE + fidelity.BEFORE + fidelity.MAIN, fidelity.PUBLISHED_BEFORE, DEFAULT_IMAGE, "pair", 1))
+    out.append(("pair 'after'", fidelity.PRELUDE + fidelity.AFTER + fidelity.MAIN, fidelity.PUBLISHED_AFTER, DEFAULT_IMAGE, "pair", 1))
     for key, program in (("mm64_gemmini", f2.MM64), ("matmul_perf", f2.MATMUL_PERF),
                          ("conv_perf", f2.CONV_PERF), ("conv_dw_perf", f2.CONV_DW_PERF)):
-        out.append(("F2 " + key, program, f2.PUBLISHED[key], f2.LEAN_DMA_INFLIGHT, "F2", 1))
+        out.append(("F2 " + key, program, f2.PUBLISHED[key], f2.LEAN, "F2", 1))
     return out
 
 
@@ -99,23 +100,23 @@ async def main() -> int:
     tc = GemminiToolchain.discover({})
     with tempfile.TemporaryDirectory(prefix="gemmini-calibrate-") as tmp:
         built = []
-        for n, (name, source, published, inflight, group, copies) in enumerate(programs()):
+        for n, (name, source, published, image, group, copies) in enumerate(programs()):
             d = Path(tmp) / f"p{n}"
             d.mkdir()
             (d / "prog.c").write_text(source)
             res = await tc.compile([str(d / "prog.c")], str(d / "prog.elf"), str(d))
             if not res.ok:
                 raise SystemExit(f"{name}: compile failed\n{res.tail()}")
-            built.append((name, d, published, inflight, group, copies))
+            built.append((name, d, published, image, group, copies))
         lanes = asyncio.Semaphore(2)
 
         async def run(item, latency):
-            name, d, published, inflight, group, copies = item
+            name, d, published, image, group, copies = item
             async with lanes:
                 r = await tc.run(str(d / "prog.elf"), str(d), {}, timeout=900, max_instructions=4_000_000_000,
-                                 host_dcache=True, dma_inflight=inflight, memory_latency=latency,
+                                 host_dcache=True, memory_latency=latency,
                                  buffers_kib=dosa.IMAGE_BUFFERS_KIB if group == "DOSA" else None,
-                                 memory_pipe=f2.LEAN_MEMORY_PIPE if group == "F2" else None)
+                                 **image.run_options())
             if r.error or r.cycles is None:
                 raise SystemExit(f"{name}: run failed: {r.error}")
             return group, name, r.cycles, published, copies

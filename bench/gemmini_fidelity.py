@@ -79,6 +79,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from autocomp.backends.gemmini.backend import DEFAULTS  # noqa: E402
+from autocomp.backends.gemmini.images import DEFAULT as DEFAULT_IMAGE, Image  # noqa: E402
 from autocomp.backends.gemmini.toolchain import GemminiToolchain  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -231,8 +232,7 @@ static void kernel(void) {
 
 
 async def cycles(tc: GemminiToolchain, name: str, kernel: str, work: Path, whole: str | None = None,
-                 dma_inflight: int | None = None, buffers_kib: tuple[int, int] | None = None,
-                 memory_pipe: tuple[int, int, int] | None = None) -> tuple[int, float]:
+                 image: Image = DEFAULT_IMAGE, buffers_kib: tuple[int, int] | None = None) -> tuple[int, float]:
     d = work / name
     d.mkdir()
     src = d / "prog.c"
@@ -243,8 +243,7 @@ async def cycles(tc: GemminiToolchain, name: str, kernel: str, work: Path, whole
         raise SystemExit(f"{name}: compile failed\n{res.tail()}")
     t0 = time.perf_counter()
     run = await tc.run(str(elf), str(d), {}, timeout=900, max_instructions=2_000_000_000,
-                       host_dcache=bool(DEFAULTS["host_dcache"]), dma_inflight=dma_inflight, buffers_kib=buffers_kib,
-                       memory_pipe=memory_pipe)
+                       host_dcache=bool(DEFAULTS["host_dcache"]), buffers_kib=buffers_kib, **image.run_options())
     dt = time.perf_counter() - t0
     if run.error or run.exit_code != 0 or run.cycles is None:
         raise SystemExit(f"{name}: run failed: {run.error or run.stdout[-500:]}")
@@ -269,8 +268,7 @@ async def main() -> int:
         for name, program in (("mm64_gemmini", f2.MM64), ("mm64_cpu", "#define ON_HOST 1\n" + f2.MM64),
                               ("matmul_perf", f2.MATMUL_PERF), ("conv_perf", f2.CONV_PERF),
                               ("conv_dw_perf", f2.CONV_DW_PERF)):
-            lean[name], _ = await cycles(tc, "f2-" + name, "", work, program, dma_inflight=f2.LEAN_DMA_INFLIGHT,
-                                         memory_pipe=f2.LEAN_MEMORY_PIPE)
+            lean[name], _ = await cycles(tc, "f2-" + name, "", work, program, image=f2.LEAN)
         dosa_rows = []
         for layer in dosa.LAYERS:
             sources = dosa.programs(layer)  # one per run; runs laid out alike share a program

@@ -11,9 +11,9 @@ address in WS; the hardware loops still move a bias into the accumulator, LoopMa
 LoopConv's LdBias being move-ins).
 
 The programs below are ours: they follow what each test times (shape, library call, data state)
-with Autocomp's own gemmini.h library, not the suite's code. The model runs them with the
-Lean image's 64 requests in flight and its memory (LEAN_MEMORY_PIPE below: FireSim's default
-latency pipe, no LLC). Each starts cold (gemmini_cold_start.py): on FireSim the buffers a test
+with Autocomp's own gemmini.h library, not the suite's code. The model runs them as the Lean
+image (LEAN below, the evaluator's `image = "lean"`: 64 requests in flight, FireSim's default
+latency-pipe memory without an LLC, leanConfig's functional limits). Each starts cold (gemmini_cold_start.py): on FireSim the buffers a test
 never writes (all of them in the three perf tests, C in the 64^3 one) are in DRAM only, where
 our startup would have left them in the L2. Until both were found the programs ran warm on the
 DOSA images' LLC and DDR3: conv_perf -0.0%, tiled_matmul_ws_perf -11.3%, 64^3 +13.8%; cold on
@@ -37,15 +37,7 @@ from __future__ import annotations
 
 from gemmini_cold_start import COLD_START
 
-LEAN_DMA_INFLIGHT = 64
-# The image's memory: FireSimLeanGemminiRocketConfig takes FireSim's WithDefaultMemModel (its
-# firesim.configs: "a Latency-Bandwidth Pipe without an LLC model", BaseParams maxReads 16 and
-# maxWrites 16), not the DDR3 and 4 MiB LLC of the DOSA images, whose names say so
-# (..._l2_llc4mb_ddr3). The pipe's latency is a runtime setting the runs do not print; 30 cycles
-# is what OpenASDx reports for its own FireSim build of the same kind (FIRESIM notes, 13.9:
-# "FASED LatencyPipe (read latency 30, maxReads 16), no LLC"). Every F2 figure moves by less
-# than 2 points for latencies from 20 to 60 (the runs are bound by the 8-byte memory bus).
-LEAN_MEMORY_PIPE = (30, 16, 16)
+from autocomp.backends.gemmini.images import LEAN  # noqa: F401 - the build these runs used (its sources there)
 
 PUBLISHED = {
     "mm64_gemmini": 2_597,

@@ -38,6 +38,7 @@ from . import compare
 from .checks import reject_reason
 from .detect import HINT, SUBSTITUTE_NAME, detect_kernels, find_function
 from .elfsym import ElfError, read_symbols
+from .images import Image, image_named
 from .harness import (
     CANDIDATE_FILE,
     HARNESS_FILE,
@@ -75,9 +76,12 @@ DEFAULTS: dict[str, Any] = {
     "run_timeout": 60.0,
     "max_instructions": 200_000_000,  # the measured call; the harness gets its own allowance
     "host_dcache": True,  # model the host's L1 data cache (timing_params.h); false: loads pay only their load-use bubble
+    # Which build of Gemmini the model times (images.py): "default" (defaultConfig, FireSim's LLC
+    # and DDR3) or "lean" (FireSimLeanGemminiRocketConfig, FireSim's public image).
+    "image": "default",
     # Requests each DMA engine keeps in flight: max_in_flight_mem_reqs of the modelled Gemmini
-    # configuration (Configs.scala defaultConfig 16; FireSimLeanGemminiRocketConfig's leanConfig 64).
-    "dma_inflight": 16,
+    # configuration; None takes the image's (defaultConfig 16, leanConfig 64).
+    "dma_inflight": None,
     "keep_builds": False,
 }
 
@@ -161,8 +165,17 @@ class GemminiBackend(Backend):
             raise BackendError("autocomp.target.gemmini.seeds is empty; give at least one seed, e.g. [1, 2, 3]")
         return seeds
 
+    def image(self) -> Image:
+        """The Gemmini build the model stands for (BackendError naming the choices)."""
+        try:
+            return image_named(self._setting("image"))
+        except ValueError as exc:
+            raise BackendError(str(exc)) from None
+
     def _dma_inflight(self) -> int:
         raw = self._setting("dma_inflight")
+        if raw is None:
+            return self.image().dma_inflight
         if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= MAX_DMA_INFLIGHT:
             raise BackendError(
                 f"autocomp.target.gemmini.dma_inflight must be an integer from 1 to {MAX_DMA_INFLIGHT} "
@@ -253,7 +266,7 @@ class GemminiBackend(Backend):
         prep = self.prepare(problem)
         if not codes:
             return []
-        self._dma_inflight()  # a bad setting is refused before anything is built
+        self._dma_inflight()  # a bad setting is refused before anything is built (the image too)
         toolchain = self.toolchain()
         slots = asyncio.Semaphore(cpu_slots())
         key = f"{problem.oracle_key()}:{self.cache_identity()}:{prep.mode}:{len(prep.seeds)}"
@@ -516,7 +529,7 @@ class GemminiBackend(Backend):
             max_instructions=calls * call_limit + HARNESS_BASE_INSTRUCTIONS + HARNESS_INSTRUCTIONS_PER_BYTE * data_bytes,
             region_instruction_limit=call_limit,
             host_dcache=bool(self._setting("host_dcache")),
-            dma_inflight=self._dma_inflight(),
+            **{**self.image().run_options(), "dma_inflight": self._dma_inflight()},
         )
         terminal = self._run_failure(sim, plan)
         if terminal is not None:
@@ -576,7 +589,8 @@ class GemminiBackend(Backend):
             mismatch = compare.compare_function_runs(ref.sig, prep.seeds, MODES, ref.snapshots, sim.snapshots)
         else:
             mismatch = compare.compare_globals(ref.snapshots[0], sim.snapshots[0])
-        metrics = _metrics(sim)
+        source = model_source(self.image())
+        metrics = _metrics(sim, source)
         if mismatch is not None:
             return Evaluation(Verdict.INCORRECT, metrics=metrics, feedback=mismatch.message, tier=TIER_NAME, confirmed=True, seconds=run.seconds)
         if sim.cycles is None:
@@ -586,7 +600,7 @@ class GemminiBackend(Backend):
                 tier=TIER_NAME,
                 seconds=run.seconds,
             )
-        return Evaluation(Verdict.CORRECT, metrics=metrics, feedback=summary(sim), tier=TIER_NAME, confirmed=True, seconds=run.seconds)
+        return Evaluation(Verdict.CORRECT, metrics=metrics, feedback=summary(sim, source), tier=TIER_NAME, confirmed=True, seconds=run.seconds)
 
 
 # -- helpers -------------------------------------------------------------------------
@@ -629,25 +643,30 @@ def _defined_function(obj_path: str, name: str) -> str | None:
     return None
 
 
-def _metrics(sim: Any) -> dict[str, Metric]:
+def model_source(image: Image) -> str:
+    """What a modelled figure is a claim about: the model, and the build when not the default."""
+    return MODEL_SOURCE if image.name == "default" else f"{MODEL_SOURCE}, {image.name} image"
+
+
+def _metrics(sim: Any, source: str = MODEL_SOURCE) -> dict[str, Metric]:
     metrics: dict[str, Metric] = {}
     if sim.cycles is not None:
-        metrics["cycles"] = Metric(float(sim.cycles), "cycles", MODEL_SOURCE)
+        metrics["cycles"] = Metric(float(sim.cycles), "cycles", source)
     if sim.instructions is not None:
         metrics["instructions"] = Metric(float(sim.instructions), "instructions", "spike")
     for queue, busy in sorted((sim.queue_busy or {}).items()):
-        metrics[f"{queue}_busy"] = Metric(float(busy), "cycles", MODEL_SOURCE)
-    metrics["scratchpad_rows"] = Metric(float(sim.scratchpad_rows_used), "rows", MODEL_SOURCE)
-    metrics["accumulator_rows"] = Metric(float(sim.accumulator_rows_used), "rows", MODEL_SOURCE)
+        metrics[f"{queue}_busy"] = Metric(float(busy), "cycles", source)
+    metrics["scratchpad_rows"] = Metric(float(sim.scratchpad_rows_used), "rows", source)
+    metrics["accumulator_rows"] = Metric(float(sim.accumulator_rows_used), "rows", source)
     return metrics
 
 
-def summary(sim: Any) -> str:
+def summary(sim: Any, source: str = MODEL_SOURCE) -> str:
     """Readable hardware feedback for the plan prompt: cycles, where they went, memory use."""
     lines = []
     cycles = sim.cycles or 0
     if sim.cycles is not None:
-        lines.append(f"Modelled {sim.cycles:,} cycles (gemmini timing model) for one kernel call.")
+        lines.append(f"Modelled {sim.cycles:,} cycles ({source}) for one kernel call.")
     if sim.instructions is not None:
         lines.append(f"Host instructions in the call: {sim.instructions:,} (spike).")
     busy = sim.queue_busy or {}

@@ -418,6 +418,7 @@ class GemminiToolchain:
         buffers_kib: tuple[int, int] | None = None,
         stats: bool | int = False,
         memory_pipe: tuple[int, int, int] | None = None,
+        image: str | None = None,
     ) -> SimRun:
         """Run ``elf`` on Spike with the model. ``regions``: name -> (ELF symbol, bytes) copied
         at every snapshot. Measure/snapshot markers count only from code in the
@@ -446,9 +447,12 @@ class GemminiToolchain:
             # Calibration only (bench/gemmini_calibrate.py): the DRAM, L2-hit and LLC-hit latencies.
             lines.append("memory_latency " + " ".join(str(int(v)) for v in memory_latency))
         if memory_pipe is not None:
-            # Benches only: FireSim's default memory model (a latency pipe, no LLC) with this
-            # latency and reads / writes in flight, for images built with it (the F2 runs).
+            # FireSim's default memory model (a latency pipe, no LLC) with this latency and
+            # reads / writes in flight, for images built with it (images.LEAN; the F2 runs).
             lines.append("memory_pipe " + " ".join(str(int(v)) for v in memory_pipe))
+        if image is not None:
+            # The build's functional limits (images.py): "lean" refuses what leanConfig lacks.
+            lines.append(f"image {image}")
         if stats:
             # Diagnostics only (bench/gemmini_layer_profile.py): memory-system counts at each
             # measured region's start and at exit, and one trace line per loop_conv_ws call, on

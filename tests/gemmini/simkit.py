@@ -48,6 +48,7 @@ def run_c(
     buffers_kib: tuple[int, int] | None = None,
     stats: int = 0,
     memory_pipe: tuple[int, int, int] | None = None,
+    image: str | None = None,
 ) -> SimRun:
     """Compile ``PRELUDE + body`` and run it; fails the test if it does not compile.
     ``memory_latency`` (DRAM, L2 hit, LLC hit) overrides the fitted latencies, as
@@ -55,7 +56,8 @@ def run_c(
     ``host_dcache`` turns on the host's L1 data-cache model (the backend's default);
     ``buffers_kib`` (scratchpad, accumulator) models another image's buffer sizes; ``stats``
     (1, 2) turns on the model's diagnostics on stderr (2: with the command timeline);
-    ``memory_pipe`` (latency, reads, writes) puts FireSim's latency pipe in place of the LLC and DRAM."""
+    ``memory_pipe`` (latency, reads, writes) puts FireSim's latency pipe in place of the LLC and DRAM;
+    ``image`` ("default", "lean") applies that build's functional limits (images.py)."""
     src = tmp_path / "prog.c"
     src.write_text((PRELUDE if prelude else "") + body)
     elf = tmp_path / "prog.elf"
@@ -66,7 +68,7 @@ def run_c(
         assert res.ok, res.tail()
         return await tc.run(str(elf), str(tmp_path), regions or {}, timeout=timeout, max_instructions=max_instructions,
                             measure_limit=measure_limit, memory_latency=memory_latency, host_dcache=host_dcache,
-                            buffers_kib=buffers_kib, stats=stats, memory_pipe=memory_pipe)
+                            buffers_kib=buffers_kib, stats=stats, memory_pipe=memory_pipe, image=image)
 
     return asyncio.run(go())
 

@@ -693,6 +693,18 @@ class gemmini_t : public extension_t {
   uint64_t measure_limit = 1;  // measured regions a program may have (the harness: exactly one)
   uint64_t region_insn_limit = 0;  // instructions the measured region may retire (0: no limit)
   uint64_t dma_inflight = DMA_MAX_INFLIGHT;  // config line `dma_inflight N` (see timing_params.h)
+  // Config line `image lean`: FireSimLeanGemminiRocketConfig's array (Configs.scala leanConfig:
+  // dataflow WS, acc_read_full_width, ex_read_from_acc and ex_write_to_spad false,
+  // hardcode_d_to_garbage_addr). Commands that build does not carry out as written are refused
+  // with the reason, where the hardware would silently compute something else.
+  bool lean = false;
+  bool lean_os_requested = false;  // the last config_ex asked a Lean build for OUTPUT_STATIONARY
+  void refuse_lean_os() {
+    if (lean_os_requested)
+      fail("config_ex selected OUTPUT_STATIONARY, but the Lean image is built weight-stationary only "
+           "(Configs.scala leanConfig dataflow=WS: the hardware ignores the choice and computes WS); use "
+           "WEIGHT_STATIONARY");
+  }
   uint64_t m_t0 = 0, m_i0 = 0, m_ld0 = 0, m_ex0 = 0, m_st0 = 0;
   std::vector<Region> regions;
   uint64_t snapshots = 0, snapshot_bytes = 0;
@@ -765,6 +777,14 @@ class gemmini_t : public extension_t {
           std::_Exit(4);
         }
         dma_inflight = n;
+      } else if (key == "image") {
+        std::string name;
+        ls >> name;
+        if (name != "default" && name != "lean") {
+          std::fprintf(stderr, "gemmini: image %s: expected default or lean\n", name.c_str());
+          std::_Exit(4);
+        }
+        lean = name == "lean";
       } else if (key == "buffers_kib") {
         // Another image's scratchpad and accumulator (KiB): the hardware loops split what the
         // hardware has, so the DOSA image's 4 MiB buffers place tiles in other banks.
@@ -796,7 +816,7 @@ class gemmini_t : public extension_t {
         l2_hit_latency = l2;
         llc_hit_latency = llc;
       } else if (key == "memory_pipe") {
-        // Benches only: an image built with FireSim's default memory model
+        // An image built with FireSim's default memory model (setting image = "lean", images.py)
         // (firesim.configs.WithDefaultMemModel: FASED's latency-bandwidth pipe, no LLC model,
         // BaseParams maxReads 16 and maxWrites 16; the latency is a runtime setting) in place
         // of the DOSA images' 4 MiB LLC and DDR3 (bench/gemmini_firesim_f2.py).
@@ -1382,6 +1402,10 @@ class gemmini_t : public extension_t {
       uint32_t c_stride = (rs2 >> 48) & 0xFFFF;
       if (((rs1 >> 7) & 1) == 0) {
         ex.dataflow = (rs1 >> 2) & 1;
+        // ExecuteController.scala: a WS-only build fixes current_dataflow and ignores this bit,
+        // so the hardware loops still work; a preload or compute expecting OS is refused.
+        lean_os_requested = lean && ex.dataflow != WEIGHT_STATIONARY;
+        if (lean) ex.dataflow = WEIGHT_STATIONARY;
         ex.act = (rs1 >> 3) & 7;
         ex.a_transpose = (rs1 >> 8) & 1;
         ex.b_transpose = (rs1 >> 9) & 1;
@@ -1605,6 +1629,9 @@ class gemmini_t : public extension_t {
     Operand o = decode_operand(rs2);
     if (o.addr.garbage) fail("local address is GARBAGE_ADDR");
     if (o.rows == 0 || o.cols == 0) fail("rows (%u) and cols (%u) must both be at least 1", o.rows, o.cols);
+    if (lean && o.addr.acc && o.addr.full)
+      fail("a full-width (int32) read of the accumulator, which the Lean image does not have (Configs.scala "
+           "leanConfig acc_read_full_width=false: Scratchpad.scala moves out int8 only); move out scaled int8 rows");
     if (st.pool_stride != 0) {
       pooled_mvout(dram, o);
       return;
@@ -1837,6 +1864,7 @@ class gemmini_t : public extension_t {
   void preload(uint64_t rs1, uint64_t rs2) {
     cur = "preload";
     Operand bd = decode_operand(rs1), c = decode_operand(rs2);
+    refuse_lean_os();
     if (!bd.addr.garbage) {
       if (bd.addr.acc) fail("the B/D operand must be a scratchpad address (got accumulator address 0x%x)", bd.raw);
       if (bd.rows > DIM || bd.cols > DIM) fail("B/D operand is %ux%u, larger than %ux%u", bd.rows, bd.cols, DIM, DIM);
@@ -1844,6 +1872,10 @@ class gemmini_t : public extension_t {
       check_sp(bd.addr.row, phys_rows, cur);
     }
     if (!c.addr.garbage) {
+      if (lean && !c.addr.acc)
+        fail("results go to scratchpad row 0x%x, but the Lean image cannot write the scratchpad from the array "
+             "(Configs.scala leanConfig ex_write_to_spad=false: ExecuteController.scala drops the write); "
+             "write them to an accumulator address", c.addr.row);
       if (c.rows > DIM || c.cols > DIM) fail("C operand is %ux%u, larger than %ux%u", c.rows, c.cols, DIM, DIM);
       uint64_t span = c.rows == 0 ? 0 : (uint64_t)(c.rows - 1) * ex.c_stride + 1;
       if (c.addr.acc) check_acc(c.addr.row, span, cur); else check_sp(c.addr.row, span, cur);
@@ -1923,7 +1955,12 @@ class gemmini_t : public extension_t {
     if (!have_preload) fail("no preload before the first compute");
     if (a.rows > DIM || a.cols > DIM) fail("A operand is %ux%u, larger than %ux%u", a.rows, a.cols, DIM, DIM);
     if (bd.rows > DIM || bd.cols > DIM) fail("B/D operand is %ux%u, larger than %ux%u", bd.rows, bd.cols, DIM, DIM);
+    refuse_lean_os();
     const bool ws = ex.dataflow == WEIGHT_STATIONARY;
+    if (lean && ws && !bd.addr.garbage)
+      fail("the D operand is scratchpad row 0x%x, but the Lean image ignores it (Configs.scala leanConfig "
+           "hardcode_d_to_garbage_addr: ExecuteController.scala makes it GARBAGE_ADDR); pass GARBAGE_ADDR and "
+           "move a bias into the accumulator instead", bd.addr.row);
     uint32_t a_phys = 0;
     if (!a.addr.garbage) {
       if (a.addr.acc) fail("operand A must be a scratchpad address (got 0x%x)", a.raw);
