@@ -225,7 +225,16 @@ class GemminiBackend(Backend):
             from .toolchain import GemminiToolchain
         except ImportError as exc:
             return [ToolCheck("gemmini toolchain module", False, f"cannot import: {exc}")]
-        return list(GemminiToolchain.doctor(self.settings))
+        return [*GemminiToolchain.doctor(self.settings), self._build_check()]
+
+    def _build_check(self) -> ToolCheck:
+        """Which Gemmini build the cycles stand for (setting ``image``), or what is wrong with it."""
+        try:
+            image, inflight = self.image(), self._dma_inflight()
+        except BackendError as exc:
+            return ToolCheck("modelled build", False, str(exc))
+        return ToolCheck("modelled build", True, f"{image.name}: {image.title}; {inflight} DMA requests in flight "
+                         "(setting autocomp.target.gemmini.image)")
 
     # -- problem preparation ---------------------------------------------------------
     def prepare(self, problem: Problem) -> Prepared:

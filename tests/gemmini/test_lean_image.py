@@ -184,3 +184,11 @@ def test_the_benches_time_each_firesim_run_on_the_build_it_ran_on():
     for _name, _source, _published, image, group, _runs in calibrate.programs():
         builds.setdefault(group, set()).add(image.name)
     assert builds == {"DOSA": {"default"}, "pair": {"default"}, "F2": {"lean"}}, builds
+
+
+def test_doctor_says_which_build_the_cycles_stand_for():
+    checks = {c.name: c for c in get_backend("gemmini", {"image": "lean"}).doctor()}
+    assert checks["modelled build"].found and checks["modelled build"].detail.startswith("lean: FireSimLean")
+    assert "64 DMA requests" in checks["modelled build"].detail
+    bad = {c.name: c for c in get_backend("gemmini", {"image": "huge"}).doctor()}["modelled build"]
+    assert not bad.found and "must be one of" in bad.detail
