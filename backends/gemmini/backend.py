@@ -227,6 +227,10 @@ class GemminiBackend(Backend):
             return [ToolCheck("gemmini toolchain module", False, f"cannot import: {exc}")]
         return [*GemminiToolchain.doctor(self.settings), self._build_check()]
 
+    def prompt_context(self, problem: Problem) -> dict[str, str]:
+        """Adds ``image``: the Lean build's prompts say what it lacks (prompts/gemmini/lean.md)."""
+        return {**super().prompt_context(problem), "image": str(self._setting("image"))}
+
     def _build_check(self) -> ToolCheck:
         """Which Gemmini build the cycles stand for (setting ``image``), or what is wrong with it."""
         try:

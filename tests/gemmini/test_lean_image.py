@@ -192,3 +192,22 @@ def test_doctor_says_which_build_the_cycles_stand_for():
     assert "64 DMA requests" in checks["modelled build"].detail
     bad = {c.name: c for c in get_backend("gemmini", {"image": "huge"}).doctor()}["modelled build"]
     assert not bad.found and "must be one of" in bad.detail
+
+
+def test_plans_for_the_lean_build_are_told_what_it_lacks():
+    """The description gains prompts/gemmini/lean.md only for the Lean build; the default
+    build's prompt is unchanged (the recorded example sessions replay it exactly)."""
+    from autocomp.prompts import pieces_for_problem
+
+    path = ROOT / "examples" / "gemmini" / "gemm_64.c"
+    pieces = {}
+    for image in ("default", "lean"):
+        backend = get_backend("gemmini", {"image": image})
+        problem = backend.make_problem(str(path), path.read_text())
+        pieces[image] = pieces_for_problem(backend.prompt_pieces(), problem.path, backend.prompt_context(problem))
+    base = get_backend("gemmini").prompt_pieces()
+    assert pieces["default"].description == base.description
+    assert pieces["lean"].description.startswith(base.description)
+    added = pieces["lean"].description[len(base.description):]
+    for needed in ("Weight-stationary only", "GARBAGE_ADDR", "accumulator", "full-width", "64 requests in flight"):
+        assert needed in added, needed

@@ -26,6 +26,15 @@ def test_every_prompt_renders_within_its_budget(target, path):
         assert size <= limit, f"{path}: {kind} prompt is {size:,} characters, budget {limit:,}"
 
 
+@pytest.mark.parametrize("path", EXAMPLES["gemmini"], ids=[p.rsplit("/", 1)[-1] for p in EXAMPLES["gemmini"]])
+def test_lean_gemmini_prompts_render_within_the_budget(path):
+    """The Lean build's section (prompts/gemmini/lean.md) fits in the same budget."""
+    _, problem, pieces = problem_pieces("gemmini", path, {"image": "lean"})
+    assert "FireSimLeanGemminiRocketConfig" in pieces.description
+    for kind, size in worst_case_prompts(pieces, problem.name, problem.code).items():
+        assert size <= budget(pieces, kind), f"{path}: lean {kind} prompt is {size:,} characters"
+
+
 def _start(code="int k(void) { return 0; }", feedback="ok"):
     return Candidate(id="start", code=code, evaluation=Evaluation(
         Verdict.CORRECT, metrics={"cycles": Metric(1000.0, "cycles", "model")}, feedback=feedback))
