@@ -55,7 +55,7 @@ int main(void) {
     return failures != 0;
   }
   gemmini_extended_preload(b_sp, VARIANT == 3 ? c_sp : c_acc, DIM, DIM, DIM, DIM);
-  gemmini_extended_compute_preloaded(a_sp, VARIANT == 2 ? d_sp : GARBAGE_ADDR, DIM, DIM, DIM, DIM);
+  gemmini_extended_compute_preloaded(VARIANT == 6 ? c_acc : a_sp, VARIANT == 2 ? d_sp : GARBAGE_ADDR, DIM, DIM, DIM, DIM);
   if (VARIANT == 4) gemmini_mvout(C32, c_acc | (1u << 29));
   else gemmini_mvout(C, VARIANT == 3 ? c_sp : c_acc);
   gemmini_fence();
@@ -101,6 +101,14 @@ def test_what_the_lean_build_lacks_is_refused_with_the_reason(tmp_path, variant,
     lean = _tile(tmp_path, variant, "lean")
     assert lean.exit_code != 0
     assert reason in lean.error and "leanConfig" in lean.error, lean.error
+
+
+def test_array_operands_from_the_accumulator_are_refused_on_both_builds_for_different_reasons(tmp_path):
+    """defaultConfig can feed the array from the accumulator (ex_read_from_acc) but the model
+    does not do it, and says so; leanConfig cannot, and the model says that instead."""
+    default, lean = _tile(tmp_path, 6, "default"), _tile(tmp_path, 6, "lean")
+    assert default.exit_code != 0 and "ex_read_from_acc) is not modelled" in default.error, default.error
+    assert lean.exit_code != 0 and "leanConfig ex_read_from_acc=false" in lean.error, lean.error
 
 
 def test_an_unknown_image_line_is_refused(tmp_path):

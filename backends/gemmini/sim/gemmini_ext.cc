@@ -699,6 +699,15 @@ class gemmini_t : public extension_t {
   // with the reason, where the hardware would silently compute something else.
   bool lean = false;
   bool lean_os_requested = false;  // the last config_ex asked a Lean build for OUTPUT_STATIONARY
+  // Array operands read from the accumulator: defaultConfig has them (ex_read_from_acc, the
+  // accumulator's rows scaled down to elem_t on the way), the model does not; leanConfig lacks them.
+  [[noreturn]] void refuse_acc_operand(const char* which, uint32_t raw) {
+    if (lean)
+      fail("%s is accumulator address 0x%x, but the Lean image cannot feed the array from the accumulator "
+           "(Configs.scala leanConfig ex_read_from_acc=false); move the data out and into the scratchpad", which, raw);
+    fail("%s is accumulator address 0x%x: feeding the array from the accumulator (defaultConfig "
+         "ex_read_from_acc) is not modelled; use a scratchpad address (move the data out and back in)", which, raw);
+  }
   void refuse_lean_os() {
     if (lean_os_requested)
       fail("config_ex selected OUTPUT_STATIONARY, but the Lean image is built weight-stationary only "
@@ -1866,7 +1875,7 @@ class gemmini_t : public extension_t {
     Operand bd = decode_operand(rs1), c = decode_operand(rs2);
     refuse_lean_os();
     if (!bd.addr.garbage) {
-      if (bd.addr.acc) fail("the B/D operand must be a scratchpad address (got accumulator address 0x%x)", bd.raw);
+      if (bd.addr.acc) refuse_acc_operand("the B/D operand", bd.raw);
       if (bd.rows > DIM || bd.cols > DIM) fail("B/D operand is %ux%u, larger than %ux%u", bd.rows, bd.cols, DIM, DIM);
       uint32_t phys_rows = (ex.dataflow == WEIGHT_STATIONARY && ex.b_transpose) ? bd.cols : bd.rows;
       check_sp(bd.addr.row, phys_rows, cur);
@@ -1963,14 +1972,14 @@ class gemmini_t : public extension_t {
            "move a bias into the accumulator instead", bd.addr.row);
     uint32_t a_phys = 0;
     if (!a.addr.garbage) {
-      if (a.addr.acc) fail("operand A must be a scratchpad address (got 0x%x)", a.raw);
+      if (a.addr.acc) refuse_acc_operand("operand A", a.raw);
       a_phys = ex.a_transpose ? a.cols : a.rows;
       uint64_t span = a_phys == 0 ? 0 : (uint64_t)(a_phys - 1) * ex.a_stride + 1;
       check_sp(a.addr.row, span, cur);
     }
     uint32_t bd_phys = 0;
     if (!bd.addr.garbage) {
-      if (bd.addr.acc) fail("operand B/D must be a scratchpad address (got 0x%x)", bd.raw);
+      if (bd.addr.acc) refuse_acc_operand("operand B/D", bd.raw);
       bd_phys = (!ws && ex.b_transpose) ? bd.cols : bd.rows;
       check_sp(bd.addr.row, bd_phys, cur);
     }
