@@ -38,7 +38,6 @@ from . import compare
 from .checks import reject_reason
 from .detect import HINT, SUBSTITUTE_NAME, detect_kernels, find_function
 from .elfsym import ElfError, read_symbols
-from .images import Image, image_named
 from .harness import (
     CANDIDATE_FILE,
     HARNESS_FILE,
@@ -52,6 +51,7 @@ from .harness import (
     generate_substitute_harness,
     instrument_substitute_file,
 )
+from .images import Image, image_named
 from .objcheck import Allowance, ObjectError, check_object, read_object
 from .signature import Signature, parse_signature
 
