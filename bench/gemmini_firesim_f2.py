@@ -13,9 +13,9 @@ LoopConv's LdBias being move-ins).
 The programs below are ours: they follow what each test times (shape, library call, data state)
 with Autocomp's own gemmini.h library, not the suite's code. The model runs them as the Lean
 image (LEAN below, the evaluator's `image = "lean"`: 64 requests in flight, FireSim's default
-latency-pipe memory without an LLC, leanConfig's functional limits). Each starts cold (gemmini_cold_start.py): on FireSim the buffers a test
-never writes (all of them in the three perf tests, C in the 64^3 one) are in DRAM only, where
-our startup would have left them in the L2. Until both were found the programs ran warm on the
+latency-pipe memory without an LLC, leanConfig's functional limits). Each starts cold
+(gemmini_cold_start.py): on FireSim the buffers a test never writes (all of them in the three
+perf tests, C in the 64^3 one) are in DRAM only, where our startup would have left them in the L2. Until both were found the programs ran warm on the
 DOSA images' LLC and DDR3: conv_perf -0.0%, tiled_matmul_ws_perf -11.3%, 64^3 +13.8%; cold on
 that memory +29.0%, +6.9% and +1.0%; cold on the pipe -8.8%, -10.6% and -3.1%.
 - tiled_matmul_ws (64x64x64): A and B filled by the host (0/1 values), then tiled_matmul_auto

@@ -542,7 +542,7 @@ class GemminiBackend(Backend):
             max_instructions=calls * call_limit + HARNESS_BASE_INSTRUCTIONS + HARNESS_INSTRUCTIONS_PER_BYTE * data_bytes,
             region_instruction_limit=call_limit,
             host_dcache=bool(self._setting("host_dcache")),
-            **{**self.image().run_options(), "dma_inflight": self._dma_inflight()},
+            **self.image().run_options(dma_inflight=self._dma_inflight()),
         )
         terminal = self._run_failure(sim, plan)
         if terminal is not None:

@@ -35,9 +35,11 @@ class Image:
     # model's LLC and DDR3.
     memory_pipe: tuple[int, int, int] | None
 
-    def run_options(self) -> dict[str, Any]:
-        """Keyword arguments of ``GemminiToolchain.run`` that put this build in the model."""
-        return {"dma_inflight": self.dma_inflight, "memory_pipe": self.memory_pipe, "image": self.name}
+    def run_options(self, dma_inflight: int | None = None) -> dict[str, Any]:
+        """Keyword arguments of ``GemminiToolchain.run`` that put this build in the model
+        (``dma_inflight``: the user's override of the build's requests in flight)."""
+        inflight = self.dma_inflight if dma_inflight is None else dma_inflight
+        return {"dma_inflight": inflight, "memory_pipe": self.memory_pipe, "image": self.name}
 
 
 DEFAULT = Image(

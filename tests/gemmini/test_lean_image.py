@@ -219,3 +219,7 @@ def test_plans_for_the_lean_build_are_told_what_it_lacks():
     added = pieces["lean"].description[len(base.description):]
     for needed in ("Weight-stationary only", "GARBAGE_ADDR", "accumulator", "full-width", "64 requests in flight"):
         assert needed in added, needed
+
+
+def test_a_users_requests_in_flight_override_the_builds():
+    assert LEAN.run_options(dma_inflight=16) == {"dma_inflight": 16, "memory_pipe": (30, 16, 16), "image": "lean"}
