@@ -104,10 +104,12 @@ def test_what_the_lean_build_lacks_is_refused_with_the_reason(tmp_path, variant,
 
 
 def test_array_operands_from_the_accumulator_are_refused_on_both_builds_for_different_reasons(tmp_path):
-    """defaultConfig can feed the array from the accumulator (ex_read_from_acc) but the model
-    does not do it, and says so; leanConfig cannot, and the model says that instead."""
+    """leanConfig has no accumulator operands (ex_read_from_acc=false). defaultConfig sends the
+    request, but its Scratchpad passes an accumulator read back only alongside a pending
+    move-out, so the array would stall or take a move-out's rows: refused too, saying why."""
     default, lean = _tile(tmp_path, 6, "default"), _tile(tmp_path, 6, "lean")
-    assert default.exit_code != 0 and "ex_read_from_acc) is not modelled" in default.error, default.error
+    assert default.exit_code != 0 and "does not work on this build" in default.error, default.error
+    assert "only alongside a pending move-out" in default.error, default.error
     assert lean.exit_code != 0 and "leanConfig ex_read_from_acc=false" in lean.error, lean.error
 
 

@@ -166,3 +166,29 @@ int main(void) {
 }
 """)
     assert_ok(run)
+
+
+def test_moveout_applies_relu_before_the_scale_as_accumulator_scale_does(tmp_path):
+    """AccumulatorScale.scala applies the activation to the int32 entry, then the scale: with a
+    negative scale a ReLU move-out gives -x*|s| for positive entries and 0 for negative ones
+    (gemmini.h's C reference scales first and would give the opposite)."""
+    run = run_c(tmp_path, r"""
+static acc_t vals[DIM][DIM] row_align_acc(1);
+static elem_t out8[DIM][DIM] row_align(1);
+int main(void) {
+  const uint32_t ACC = 1u << 31;
+  for (int i = 0; i < DIM; i++) for (int j = 0; j < DIM; j++) vals[i][j] = (i * DIM + j) * 3 - 380;
+  gemmini_extended3_config_ld(DIM * sizeof(acc_t), MVIN_SCALE_IDENTITY, false, 0);
+  gemmini_extended_mvin(vals, ACC | 0, DIM, DIM);
+  gemmini_extended_config_st(DIM, RELU, -0.5f);
+  gemmini_extended_mvout(out8, ACC | 0, DIM, DIM);
+  gemmini_fence();
+  for (int i = 0; i < DIM; i++) for (int j = 0; j < DIM; j++) {
+    int32_t x = vals[i][j] < 0 ? 0 : vals[i][j];
+    elem_t want = ref_scale(x, -0.5f);
+    CHECK(out8[i][j] == want, "relu then scale %d,%d (x=%d): got %d want %d", i, j, (int)vals[i][j], out8[i][j], want);
+  }
+  return failures ? 1 : 0;
+}
+""")
+    assert_ok(run)

@@ -694,3 +694,34 @@ def test_loop_conv_moves_out_dim_channels_per_request(tmp_path):
     at 16 (the loads grow by none: the weights' rows are one request either way)."""
     wide, narrow = _conv_requests(tmp_path, 64), _conv_requests(tmp_path, 16)
     assert wide - narrow == 48, (wide, narrow)
+
+
+ACC_READ_PATH = r"""
+static elem_t In[DIM][DIM] row_align(1), Out[DIM][DIM] row_align(1);
+/* Cycles for one move-out of `rows` int8 rows from `addr`, after a warm-up of the same. */
+static uint64_t moveout(uint32_t addr, int rows) {
+  gemmini_extended_mvout(Out, addr, DIM, rows); gemmini_fence();
+  uint64_t t0 = read_cycles();
+  gemmini_extended_mvout(Out, addr, DIM, rows); gemmini_fence();
+  return read_cycles() - t0;
+}
+AUTOCOMP_HARNESS_FN int main(void) {
+  gemmini_config_ld(DIM); gemmini_config_st(DIM);
+  gemmini_mvin(In, 0);
+  gemmini_extended3_config_ld(DIM, MVIN_SCALE_IDENTITY, true, 0);
+  gemmini_extended_mvin(In, (1u << 31), DIM, DIM);
+  gemmini_fence();
+  uint64_t sp = moveout(0, 1), acc = moveout(1u << 31, 1);
+  printf("scratchpad %llu accumulator %llu\n", (unsigned long long)sp, (unsigned long long)acc);
+  /* the accumulator row goes through the bank read, the Normalizer's passthru queue and the
+   * 8-stage AccumulatorScale pipeline (10 cycles) where a scratchpad row takes the bank read
+   * and the DMA read pipe's one cycle (2) */
+  CHECK(acc == sp + 8, "accumulator move-out %llu vs scratchpad %llu: want 8 cycles more",
+        (unsigned long long)acc, (unsigned long long)sp);
+  return failures;
+}
+"""
+
+
+def test_accumulator_moveouts_take_the_scale_pipeline(tmp_path):
+    assert_ok(run_c(tmp_path, ACC_READ_PATH))

@@ -181,6 +181,23 @@ int8_t scale_to_int8(int64_t x, float scale) {
   return (int8_t)r;
 }
 
+// An accumulator entry read out as elem_t (the int8 rows of a move-out, plain, pooled or from
+// loop_conv_ws): AccumulatorScale.scala applies the activation first (ReLU), then the scale
+// (acc_scale_func: float multiply, round to nearest even, saturate), then clips to elem_t. The
+// order matters only for a negative scale; gemmini.h's C reference (scale_and_sat) scales first.
+int8_t acc_to_elem(int64_t x, int act, float scale) {
+  if (act == ACT_RELU && x < 0) x = 0;
+  return scale_to_int8(x, scale);
+}
+
+// Why an activation other than NO_ACTIVATION / RELU stops the run: LAYERNORM (2), IGELU (3) and
+// SOFTMAX (4) are computed by the Normalizer and AccumulatorScale only when the build has
+// has_normalizations, which defaultConfig (and leanConfig, its copy) leave false
+// (GemminiConfigs.scala); AccumulatorScale.scala asserts that none of them reaches it otherwise.
+#define ACTIVATION_REFUSAL                                                                         \
+  "activation %u is not on this build (only NO_ACTIVATION=0 and RELU=1: LAYERNORM, IGELU and SOFTMAX " \
+  "need has_normalizations, which defaultConfig does not set); apply it on the host after the move-out"
+
 // Rounding right shift, round half to even (Gemmini's ROUNDING_RIGHT_SHIFT).
 int64_t rounding_shift(int64_t x, uint32_t s) {
   if (s == 0) return x;
@@ -699,14 +716,22 @@ class gemmini_t : public extension_t {
   // with the reason, where the hardware would silently compute something else.
   bool lean = false;
   bool lean_os_requested = false;  // the last config_ex asked a Lean build for OUTPUT_STATIONARY
-  // Array operands read from the accumulator: defaultConfig has them (ex_read_from_acc, the
-  // accumulator's rows scaled down to elem_t on the way), the model does not; leanConfig lacks them.
+  // Array operands read from the accumulator. leanConfig lacks them (ex_read_from_acc=false).
+  // defaultConfig has the request side (ExecuteController.scala sends acc.read_req with
+  // fromDMA=false), but Scratchpad.scala hands an accumulator bank's read responses to the
+  // AccumulatorScale unit only while a move-out's entry waits in write_norm_q for that bank, and
+  // AccumulatorScale's output is the only path back to the ExecuteController: with no move-out
+  // pending the response is never taken (the array stalls for good), and with one pending it is
+  // paired with the move-out's entry, so both get the wrong rows. No kernel can rely on it, so the
+  // model refuses it on both builds and says why.
   [[noreturn]] void refuse_acc_operand(const char* which, uint32_t raw) {
     if (lean)
       fail("%s is accumulator address 0x%x, but the Lean image cannot feed the array from the accumulator "
            "(Configs.scala leanConfig ex_read_from_acc=false); move the data out and into the scratchpad", which, raw);
-    fail("%s is accumulator address 0x%x: feeding the array from the accumulator (defaultConfig "
-         "ex_read_from_acc) is not modelled; use a scratchpad address (move the data out and back in)", which, raw);
+    fail("%s is accumulator address 0x%x: feeding the array from the accumulator does not work on this build "
+         "(defaultConfig ex_read_from_acc: Scratchpad.scala passes an accumulator read back only alongside a "
+         "pending move-out, so the array would stall or read a move-out's rows); move the data out and into "
+         "the scratchpad", which, raw);
   }
   void refuse_lean_os() {
     if (lean_os_requested)
@@ -1421,7 +1446,7 @@ class gemmini_t : public extension_t {
         ex.shift = (uint32_t)rs2;
         ex.acc_scale = bits_to_float((uint32_t)(rs1 >> 32));
         if (ex.act != ACT_NONE && ex.act != ACT_RELU)
-          fail("activation %d is not modelled (only NO_ACTIVATION=0 and RELU=1)", ex.act);
+          fail(ACTIVATION_REFUSAL, (unsigned)ex.act);
       }
       ex.a_stride = a_stride;
       ex.c_stride = c_stride;
@@ -1460,7 +1485,7 @@ class gemmini_t : public extension_t {
       st.stride = (uint32_t)rs2;
       st.scale = bits_to_float((uint32_t)(rs2 >> 32));
       if (st.act != ACT_NONE && st.act != ACT_RELU)
-        fail("activation %d is not modelled (only NO_ACTIVATION=0 and RELU=1)", st.act);
+        fail(ACTIVATION_REFUSAL, (unsigned)st.act);
       Queue& q = stq;
       uint64_t s = start_after(q, enter(q));
       occupy(q, s, CONFIG_CYCLES, s + CONFIG_CYCLES);
@@ -1708,9 +1733,7 @@ class gemmini_t : public extension_t {
           } else if (full) {
             st32(dst + 4 * k, acc[(size_t)row * DIM + k]);
           } else {
-            int8_t v = scale_to_int8(acc[(size_t)row * DIM + k], st.scale);
-            if (st.act == ACT_RELU && v < 0) v = 0;
-            st8(dst + k, v);
+            st8(dst + k, acc_to_elem(acc[(size_t)row * DIM + k], st.act, st.scale));
           }
         }
       }
@@ -1766,8 +1789,7 @@ class gemmini_t : public extension_t {
                 v = 0;  // padding contributes zero
               } else {
                 int32_t a = acc[(size_t)(o.addr.row + orow * ocols + ocol) * DIM + ch];
-                v = scale_to_int8(a, st.scale);
-                if (st.act == ACT_RELU && v < 0) v = 0;
+                v = acc_to_elem(a, st.act, st.scale);
               }
               if (!any || v > best) best = v;
               any = true;
@@ -2186,7 +2208,7 @@ class gemmini_t : public extension_t {
     const uint32_t act = (rs1 >> 8) & 7;
     const uint32_t a_spad_id = (rs1 >> 18) & 3, b_spad_id = (rs1 >> 16) & 3;
     const bool a_t = rs2 & 1, b_t = (rs2 >> 1) & 1, resadd = (rs2 >> 2) & 1;
-    if (act != ACT_NONE && act != ACT_RELU) fail("activation %u is not modelled", act);
+    if (act != ACT_NONE && act != ACT_RELU) fail(ACTIVATION_REFUSAL, act);
     if (resadd) {
       loop_resadd(I, J);
       return;

@@ -262,11 +262,19 @@ constexpr uint64_t MESH_TAG_LAG_OS = 2;
 // Output-stationary results are shifted out of the mesh one row per cycle when the next
 // step propagates. RTL: PE.scala `propagate` in OS mode.
 constexpr uint64_t OS_DRAIN_CYCLES_PER_ROW = 1;
-// Scratchpad read latency. RTL: defaultConfig spad_read_delay = 4.
-constexpr uint64_t SP_READ_LATENCY = 4;
-// Accumulator read path for mvout (read, scale, activation). RTL: defaultConfig acc_latency = 2
-// plus the AccumulatorScale pipeline (mvout_scale latency, 3 stages by default): about 5.
-constexpr uint64_t ACC_READ_LATENCY = 5;
+// Scratchpad read path for mvout, from the bank read to the data at the DMA writer. RTL: the
+// ScratchpadBank's SyncReadMem answers the next cycle into a flow queue (Scratchpad.scala
+// RegNext(ren)): 1; the DMA's read pipe is a Queue of spad_read_delay (4) entries with
+// flow = false, which adds one cycle whatever its depth: 1. (The model had read the depth as
+// the latency: 4.)
+constexpr uint64_t SP_READ_LATENCY = 2;
+// Accumulator read path for mvout (read, activation, scale), from the bank read to the data at
+// the DMA writer (the write dispatch queue before the read is common to both paths). RTL: the bank's SyncReadMem answers the next cycle (AccumulatorMem.scala
+// enqueues RegNext(read.req.fire) into its response queue): 1; the Normalizer, a passthru on
+// defaultConfig (has_normalizations false), is a two-entry Queue (Normalizer.scala passthru): 1;
+// AccumulatorScale with num_scale_units -1 is Pipeline(in, latency) (AccumulatorScale.scala)
+// with defaultConfig's acc_scale_args latency 8 (Configs.scala; leanConfig copies it): 8.
+constexpr uint64_t ACC_READ_LATENCY = 10;
 // Config / flush / norm commands occupy their controller one cycle. RTL: ExecuteController /
 // LoadController / StoreController handle a config in their waiting state and pop it in the
 // same cycle. A config_ex additionally waits for the mesh to drain (it changes the dataflow
