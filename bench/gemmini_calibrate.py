@@ -48,7 +48,7 @@ import gemmini_dosa_layers as dosa  # noqa: E402
 import gemmini_fidelity as fidelity  # noqa: E402
 import gemmini_firesim_f2 as f2  # noqa: E402
 
-DEFAULT_GRID = [(60, 40, 50), (60, 45, 45), (60, 45, 50), (60, 50, 50), (50, 45, 50)]
+DEFAULT_GRID = [(60, 35, 50), (60, 40, 50), (60, 45, 45), (60, 45, 50), (50, 35, 50)]
 
 
 def programs() -> list[tuple[str, str, float, Image, str, int]]:

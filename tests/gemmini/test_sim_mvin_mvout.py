@@ -1,6 +1,7 @@
 """mvin / mvin2 / mvin3 / mvout on the Gemmini model: partial tiles, block strides, zero
 and odd DRAM strides, zero move-ins, mvin scaling (ties to even, saturation, negative scale),
-accumulator move-ins (int32, shrunk int8, accumulate bit), full and scaled/ReLU move-outs."""
+accumulator move-ins (int32, shrunk int8, accumulate bit), full and scaled/ReLU move-outs (ReLU
+before the scale, as AccumulatorScale applies them)."""
 
 from __future__ import annotations
 

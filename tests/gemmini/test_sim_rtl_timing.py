@@ -1,6 +1,7 @@
 """Timing behaviour read from Gemmini's RTL (see sim/MODEL.md): a queued compute overlaps the
 next preload (about DIM cycles per pair, not 2*DIM); short steps wait for the mesh's six tags;
-operands in the same scratchpad bank serialise; narrow move-outs are latency bound and ordered;
+operands in the same scratchpad bank serialise; narrow move-outs are latency bound and ordered,
+and accumulator rows take AccumulatorScale's pipeline on the way out;
 the DMA writer takes a row's blocks before writing it, and loop_conv_ws moves its output out
 DIM channels per request; the performance counters follow CounterFile semantics; depthwise
 loop_conv_ws computes the depthwise convolution."""
