@@ -274,8 +274,9 @@ constexpr uint64_t OS_DRAIN_CYCLES_PER_ROW = 1;
 // the latency: 4.)
 constexpr uint64_t SP_READ_LATENCY = 2;
 // Accumulator read path for mvout (read, activation, scale), from the bank read to the data at
-// the DMA writer (the write dispatch queue before the read is common to both paths). RTL: the bank's SyncReadMem answers the next cycle (AccumulatorMem.scala
-// enqueues RegNext(read.req.fire) into its response queue): 1; the Normalizer, a passthru on
+// the DMA writer (the write dispatch queue before the read is common to both paths). RTL: the
+// bank's SyncReadMem answers the next cycle (AccumulatorMem.scala enqueues
+// RegNext(read.req.fire) into its response queue): 1; the Normalizer, a passthru on
 // defaultConfig (has_normalizations false), is a two-entry Queue (Normalizer.scala passthru): 1;
 // AccumulatorScale with num_scale_units -1 is Pipeline(in, latency) (AccumulatorScale.scala)
 // with defaultConfig's acc_scale_args latency 8 (Configs.scala; leanConfig copies it): 8.
