@@ -916,13 +916,15 @@ class gemmini_t : public extension_t {
     if (print_stats)
       std::fprintf(stderr, "gemmini stats (%s): l2 hits %llu misses %llu writebacks %llu, llc hits %llu misses %llu, "
                    "dma read requests %llu write requests %llu, hardware loops %llu, mesh tag wait cycles %llu, "
-                   "host L1 probes %llu, dram row hits %llu opens %llu conflicts %llu\n", when,
+                   "host L1 probes %llu, dram row hits %llu opens %llu conflicts %llu, "
+                   "accumulator read-port stall cycles %llu\n", when,
                    (unsigned long long)l2_hits, (unsigned long long)l2_misses, (unsigned long long)l2_writebacks,
                    (unsigned long long)llc_hits, (unsigned long long)llc_misses,
                    (unsigned long long)dma_read_reqs, (unsigned long long)dma_write_reqs,
                    (unsigned long long)loop_count, (unsigned long long)mesh_tag_wait_cycles,
                    (unsigned long long)host_probes, (unsigned long long)dram_row_hits,
-                   (unsigned long long)dram_row_opens, (unsigned long long)dram_row_conflicts);
+                   (unsigned long long)dram_row_opens, (unsigned long long)dram_row_conflicts,
+                   (unsigned long long)acc_port_conflict_cycles);
   }
   void write_report() {
     print_memory_stats("report");
@@ -1590,6 +1592,13 @@ class gemmini_t : public extension_t {
     // Scratchpad banks are single ported and a write wins over a read in the same cycle
     // (Scratchpad.scala ScratchpadBank: "the writes take precedence"): remember when each bank
     // is busy taking this move-in's rows (one per cycle, the last at `done`).
+    if (to_acc && o.addr.accumulate && g_timed) {  // a read-modify-write of each row, one a cycle
+      uint32_t per_bank[ACC_BANKS] = {0};
+      for (uint32_t b = 0; b < blocks; b++)
+        for (uint32_t r = 0; r < o.rows; r++) per_bank[acc_bank_of(o.addr.row + b * bstride + r)]++;
+      for (uint32_t k = 0; k < ACC_BANKS; k++)
+        if (per_bank[k]) note_acc_rmw(k, done - per_bank[k], done);
+    }
     if (!to_acc && g_timed) {
       uint32_t per_bank[BANKS] = {0};
       for (uint32_t b = 0; b < blocks; b++)
@@ -1601,7 +1610,18 @@ class gemmini_t : public extension_t {
 
   // Write windows of recent move-ins, per scratchpad bank (a small ring each).
   static constexpr int WRITE_WINDOWS = 16;
-  struct BankWrites { uint64_t from[WRITE_WINDOWS] = {0}, to[WRITE_WINDOWS] = {0}; uint32_t n = 0; };
+  struct BankWrites {
+    uint64_t from[WRITE_WINDOWS] = {0}, to[WRITE_WINDOWS] = {0};
+    uint32_t n = 0;
+    uint64_t overlap(uint64_t s, uint64_t e) const {  // cycles of [s, e) inside the windows
+      uint64_t cycles = 0;
+      for (int i = 0; i < WRITE_WINDOWS; i++) {
+        uint64_t a = from[i] > s ? from[i] : s, b = to[i] < e ? to[i] : e;
+        if (b > a) cycles += b - a;
+      }
+      return cycles;
+    }
+  };
   BankWrites bank_writes[BANKS];
   uint64_t port_conflict_cycles = 0;
   void note_bank_write(uint32_t bank, uint64_t from, uint64_t to) {
@@ -1636,13 +1656,7 @@ class gemmini_t : public extension_t {
   // an execute read of it.
   uint64_t write_overlap(int key, uint64_t s, uint64_t e) const {
     if (key < 0 || key >= (int)BANKS) return 0;
-    const BankWrites& w = bank_writes[key];
-    uint64_t n = 0;
-    for (int i = 0; i < WRITE_WINDOWS; i++) {
-      uint64_t a = w.from[i] > s ? w.from[i] : s, b = w.to[i] < e ? w.to[i] : e;
-      if (b > a) n += b - a;
-    }
-    return n;
+    return bank_writes[key].overlap(s, e);
   }
   // A step reading the given SRAMs in [s, s + cost) stretches by the cycles their ports are
   // taken by move-in writes (each distinct bank counted once).
@@ -1656,6 +1670,65 @@ class gemmini_t : public extension_t {
     }
     port_conflict_cycles += extra;
     return extra;
+  }
+
+  // The accumulator banks' read port (timing_params.h ACC_BANKS): windows in which the array
+  // (or an accumulating move-in) accumulates into each bank, and the recent move-out reads of
+  // each bank, so that a write booked after a read it lands on (commands are timed in program
+  // order) still delays the store queue, as note_bank_write does for the scratchpad.
+  static_assert(ACC_BANKS == 2, "the windows below are kept per bank in pairs ({-1, -1})");
+  BankWrites acc_rmw[ACC_BANKS];
+  struct AccRead { uint64_t start = 0, end = 0; uint32_t bank = 0; };
+  AccRead recent_acc_reads[16];
+  uint32_t recent_acc_read_n = 0;
+  uint64_t acc_port_conflict_cycles = 0;
+  static uint32_t acc_bank_of(uint32_t row) {
+    const uint32_t per_bank = g_acc_rows / ACC_BANKS;
+    const uint32_t b = per_bank ? row / per_bank : 0;
+    return b < ACC_BANKS ? b : ACC_BANKS - 1;
+  }
+  // Records that `bank` is accumulated into over [from, to); returns the window's slot.
+  uint32_t note_acc_rmw(uint32_t bank, uint64_t from, uint64_t to) {
+    BankWrites& w = acc_rmw[bank];
+    const uint32_t slot = w.n % WRITE_WINDOWS;
+    w.from[slot] = from;
+    w.to[slot] = to;
+    w.n++;
+    uint64_t lost = 0;
+    for (const AccRead& r : recent_acc_reads) {
+      if (r.bank != bank || r.end <= from || r.start >= to) continue;
+      lost += (r.end < to ? r.end : to) - (r.start > from ? r.start : from);
+    }
+    if (lost) {
+      stq.free_at += lost;
+      stq.busy += lost;
+      acc_port_conflict_cycles += lost;
+    }
+    return slot;
+  }
+  // A move-out reading `n` rows of `bank` from `s`, one a cycle, waits out the cycles in which
+  // the bank is being accumulated into: returns how much later its last read happens.
+  uint64_t acc_read_stall(uint32_t bank, uint64_t s, uint64_t n) {
+    uint64_t extra = 0;
+    for (int i = 0; i < 64; i++) {  // the stretched window may meet further writes
+      const uint64_t e = acc_rmw[bank].overlap(s, s + n + extra);
+      if (e == extra) break;
+      extra = e;
+    }
+    AccRead& r = recent_acc_reads[recent_acc_read_n++ % 16];
+    r.start = s;
+    r.end = s + n + extra;
+    r.bank = bank;
+    acc_port_conflict_cycles += extra;
+    return extra;
+  }
+  // The accumulating write windows of a step whose results land in `n` rows from `row` (every
+  // `stride`) by `ready`, one row a cycle; slots[] gets each bank's window slot (or -1).
+  void note_step_rmw(uint32_t row, uint32_t n, uint32_t stride, uint64_t ready, int slots[ACC_BANKS]) {
+    uint32_t per_bank[ACC_BANKS] = {0};
+    for (uint32_t r = 0; r < n; r++) per_bank[acc_bank_of(row + r * stride)]++;
+    for (uint32_t b = 0; b < ACC_BANKS; b++)
+      slots[b] = per_bank[b] ? (int)note_acc_rmw(b, ready - per_bank[b], ready) : -1;
   }
 
   void mvout(uint64_t dram, uint64_t rs2) {
@@ -1699,6 +1772,10 @@ class gemmini_t : public extension_t {
           if (ready > t) t = ready;
         }
       uint64_t s = start_after(q, t);
+      // An accumulator bank being accumulated into does not answer reads (ACC_BANKS): the rows'
+      // reads start later by the cycles they lose (a move-out reads one bank: check_acc keeps
+      // its blocks of DIM rows within the accumulator, and a bank holds whole blocks).
+      if (from_acc) s += acc_read_stall(acc_bank_of(o.addr.row), s, (uint64_t)o.rows * blocks);
       // The local rows are read one per cycle (accumulator reads go through the scale/activation
       // pipeline) and the writer sends them as they come.
       uint64_t read_done = s + (uint64_t)o.rows * blocks + (from_acc ? ACC_READ_LATENCY : SP_READ_LATENCY);
@@ -1762,6 +1839,7 @@ class gemmini_t : public extension_t {
     for (uint32_t r = 0; r < orows * ocols; r++)
       if (acc_w[o.addr.row + r] > t) t = acc_w[o.addr.row + r];
     uint64_t s = start_after(q, t);
+    s += acc_read_stall(acc_bank_of(o.addr.row), s, (uint64_t)porows * pocols * ps * ps);
     // Each pooled pixel reads pool_size^2 accumulator rows, one per cycle, then is written.
     uint64_t issue_end;
     uint64_t wdone = dma_transfer(dma_wr, s + (uint64_t)ps * ps + ACC_READ_LATENCY, dram, out_row_bytes,
@@ -1826,8 +1904,17 @@ class gemmini_t : public extension_t {
     uint32_t c_row = 0, c_n = 0, c_stride = 1;
     bool c_acc = false;
     uint64_t drain = 0;
+    int rmw_slot[ACC_BANKS] = {-1, -1};  // this step's accumulating-write windows (acc_rmw)
     void finish(gemmini_t& g, uint64_t end) {  // the step now ends at `end`
       uint64_t ready = end + MESH_FILL_LATENCY + drain;
+      for (uint32_t b = 0; b < ACC_BANKS; b++) {
+        if (rmw_slot[b] < 0) continue;
+        BankWrites& w = g.acc_rmw[b];
+        if (ready > w.to[rmw_slot[b]]) {
+          w.from[rmw_slot[b]] += ready - w.to[rmw_slot[b]];
+          w.to[rmw_slot[b]] = ready;
+        }
+      }
       for (uint32_t r = 0; r < a_n; r++) {
         uint64_t& rd = g.sp_r[a_row + r * a_stride];
         if (ready > rd) rd = ready;
@@ -2051,12 +2138,14 @@ class gemmini_t : public extension_t {
         if (c.addr.acc) { acc_w[row] = ready; acc_touched[row] = 1; }
         else { sp_w[row] = ready; sp_touched[row] = 1; }
       }
+      int rmw_slot[ACC_BANKS] = {-1, -1};
+      if (c.addr.acc && c.addr.accumulate) note_step_rmw(c.addr.row, c_rows, ex.c_stride, ready, rmw_slot);
       occupy(q, s, cost, ready);
       mesh_tag_take(ready);
       note_step(s, s + cost, a_key, b_key, -1);
       last_mul = MulStep{true, s, cost, rows, a_key, b_key, a.addr.row, a_phys, ex.a_stride,
                          bd.addr.garbage ? 0u : bd.addr.row, bd_phys,
-                         c.addr.row, c_rows, ex.c_stride, c.addr.acc, drain};
+                         c.addr.row, c_rows, ex.c_stride, c.addr.acc, drain, {rmw_slot[0], rmw_slot[1]}};
     }
 
     // Function. A is I x K (logical), stored transposed when a_transpose.

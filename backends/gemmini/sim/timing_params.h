@@ -152,6 +152,9 @@ constexpr uint64_t dma_load_commands(uint64_t inflight) { return inflight / DIM 
 // 60 / 40 / 50: 66 of 67, x1.063, pair mean 1.094; 60 / 35 / 50: 67 of 67, x1.060, pair mean
 // 1.079, ratio -3.9%, the four F2 runs within 15%; 60 / 45 / 50: 64, x1.069. Chosen 60 / 35 / 50
 // by the rule above (the one layer it brings in, BERT's 128x768x3072, was +15.2%).
+// Rechecked at evaluator 20 (the accumulator's read port, ACC_BANKS below), python
+// bench/gemmini_calibrate.py 60,35,50 60,30,50 60,30,45: 60 / 35 / 50 67 of 67, x1.061, pair
+// ratio +0.3%; 60 / 30 / 50 66, x1.060; 60 / 30 / 45 66, x1.057. It stays.
 // With the DRAM banks and rows first modelled, the grid DRAM 32..70 x L2 35 x LLC 40..50 had
 // chosen 60 / 35 / 50 (55 of 67 then, spread x1.131).
 // Before the DRAM banks (a fixed 50-cycle round
@@ -281,6 +284,17 @@ constexpr uint64_t SP_READ_LATENCY = 2;
 // AccumulatorScale with num_scale_units -1 is Pipeline(in, latency) (AccumulatorScale.scala)
 // with defaultConfig's acc_scale_args latency 8 (Configs.scala; leanConfig copies it): 8.
 constexpr uint64_t ACC_READ_LATENCY = 10;
+// Accumulator banks and their read port. RTL: Configs.scala defaultConfig acc_banks = 2 (a bank
+// is acc rows / 2: the row's top bit, LocalAddr acc_bank()), acc_singleported = false (each
+// AccumulatorMem bank is a TwoPortSyncMem: one read port, one write port). An accumulating write
+// (the array's results to a C address with the accumulate bit, or an accumulating move-in) reads
+// the old row through that read port for its read-modify-write, and AccumulatorMem.scala holds
+// io.read.req.ready low while io.write.valid && io.write.bits.acc ("we aren't accumulating, which
+// would take over both ports"): a move-out reading a bank loses every cycle in which the array
+// accumulates into that bank; the write is never held back for it. Overwriting writes use only
+// the write port. The hardware loops keep their two loops in the two halves, i.e. the two banks,
+// so a loop's move-outs meet only its own last accumulating steps.
+constexpr uint32_t ACC_BANKS = 2;
 // Config / flush / norm commands occupy their controller one cycle. RTL: ExecuteController /
 // LoadController / StoreController handle a config in their waiting state and pop it in the
 // same cycle. A config_ex additionally waits for the mesh to drain (it changes the dataflow
