@@ -1589,16 +1589,18 @@ class gemmini_t : public extension_t {
         }
       }
     }
-    // Scratchpad banks are single ported and a write wins over a read in the same cycle
-    // (Scratchpad.scala ScratchpadBank: "the writes take precedence"): remember when each bank
-    // is busy taking this move-in's rows (one per cycle, the last at `done`).
-    if (to_acc && o.addr.accumulate && g_timed) {  // a read-modify-write of each row, one a cycle
+    // An accumulating move-in reads each row it adds to through its bank's read port
+    // (ACC_BANKS), one row a cycle, the last at `done`.
+    if (to_acc && o.addr.accumulate && g_timed) {
       uint32_t per_bank[ACC_BANKS] = {0};
       for (uint32_t b = 0; b < blocks; b++)
         for (uint32_t r = 0; r < o.rows; r++) per_bank[acc_bank_of(o.addr.row + b * bstride + r)]++;
       for (uint32_t k = 0; k < ACC_BANKS; k++)
         if (per_bank[k]) note_acc_rmw(k, done - per_bank[k], done);
     }
+    // Scratchpad banks are single ported and a write wins over a read in the same cycle
+    // (Scratchpad.scala ScratchpadBank: "the writes take precedence"): remember when each bank
+    // is busy taking this move-in's rows (one per cycle, the last at `done`).
     if (!to_acc && g_timed) {
       uint32_t per_bank[BANKS] = {0};
       for (uint32_t b = 0; b < blocks; b++)
@@ -1773,8 +1775,8 @@ class gemmini_t : public extension_t {
         }
       uint64_t s = start_after(q, t);
       // An accumulator bank being accumulated into does not answer reads (ACC_BANKS): the rows'
-      // reads start later by the cycles they lose (a move-out reads one bank: check_acc keeps
-      // its blocks of DIM rows within the accumulator, and a bank holds whole blocks).
+      // reads start later by the cycles they lose, charged to the bank of the first row (a
+      // move-out whose blocks straddle the middle of the accumulator is charged to one bank).
       if (from_acc) s += acc_read_stall(acc_bank_of(o.addr.row), s, (uint64_t)o.rows * blocks);
       // The local rows are read one per cycle (accumulator reads go through the scale/activation
       // pipeline) and the writer sends them as they come.
