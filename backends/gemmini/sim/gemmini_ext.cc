@@ -917,14 +917,14 @@ class gemmini_t : public extension_t {
       std::fprintf(stderr, "gemmini stats (%s): l2 hits %llu misses %llu writebacks %llu, llc hits %llu misses %llu, "
                    "dma read requests %llu write requests %llu, hardware loops %llu, mesh tag wait cycles %llu, "
                    "host L1 probes %llu, dram row hits %llu opens %llu conflicts %llu, "
-                   "accumulator read-port stall cycles %llu\n", when,
+                   "accumulator read-port stall cycles %llu, move-in write-port stall cycles %llu\n", when,
                    (unsigned long long)l2_hits, (unsigned long long)l2_misses, (unsigned long long)l2_writebacks,
                    (unsigned long long)llc_hits, (unsigned long long)llc_misses,
                    (unsigned long long)dma_read_reqs, (unsigned long long)dma_write_reqs,
                    (unsigned long long)loop_count, (unsigned long long)mesh_tag_wait_cycles,
                    (unsigned long long)host_probes, (unsigned long long)dram_row_hits,
                    (unsigned long long)dram_row_opens, (unsigned long long)dram_row_conflicts,
-                   (unsigned long long)acc_port_conflict_cycles);
+                   (unsigned long long)acc_port_conflict_cycles, (unsigned long long)write_port_stall_cycles);
   }
   void write_report() {
     print_memory_stats("report");
@@ -1378,7 +1378,7 @@ class gemmini_t : public extension_t {
   // last beat before its own first beat (a 64-column int8 row: 4 beats every 7 cycles).
   uint64_t dma_transfer(DmaEngine& e, uint64_t start, uint64_t addr, uint64_t stride, uint32_t rows,
                         uint64_t bytes, uint64_t& issue_end, bool write, uint64_t row_cycles = 1,
-                        uint64_t row_blocks = 1) {
+                        uint64_t row_blocks = 1, uint64_t* row_done = nullptr) {
     uint64_t t = start + DMA_COMMAND_OVERHEAD;
     if (t < e.last_issue + 1) t = e.last_issue + 1;
     // A move-in command waits for a command-tracker entry, held until all its data is back.
@@ -1420,6 +1420,7 @@ class gemmini_t : public extension_t {
         e.n++;
         (write ? dma_write_reqs : dma_read_reqs)++;
         if (resp > done) done = resp;
+        if (row_done && resp > row_done[r]) row_done[r] = resp;  // the row's last beat is in
         t = e.last_issue + 1;
         a += len;
       }
@@ -1544,6 +1545,7 @@ class gemmini_t : public extension_t {
         }
       uint64_t s = start_after(q, t);
       uint64_t occ;
+      uint64_t row_done[DIM] = {0};
       if (zeros) {  // ZeroWriter: one local row per cycle, no DRAM traffic
         occ = DMA_COMMAND_OVERHEAD + (uint64_t)o.rows * blocks;
         done = s + occ;
@@ -1553,10 +1555,31 @@ class gemmini_t : public extension_t {
         // actual_rows_read is 1 and the DMA request carries rows - 1 repeats).
         const uint32_t rows_read = c.stride == 0 ? 1 : o.rows;
         done = dma_transfer(dma_rd, s, dram, c.stride, rows_read, (uint64_t)o.cols * ebytes, issue_end, false,
-                            c.stride == 0 ? o.rows : 1);
+                            c.stride == 0 ? o.rows : 1, 1, row_done);
         occ = issue_end - s;
       }
-      occupy(q, s, occ, done);
+      // The local writes: a DRAM row's blocks are written as their beats come in (a block is
+      // DIM * ebytes bytes); the ZeroWriter and a repeated row write one local row a cycle up
+      // to `done`. The array's writes to the same SRAM go first (book_mvin_writes).
+      MvinWrites& m = recent_mvins[recent_mvin_n++ % MVIN_RECORDS];
+      m.n = 0;
+      m.keys = 0;
+      m.acc = to_acc;
+      const uint64_t block_beats = (uint64_t)DIM * ebytes / DMA_BEAT_BYTES;
+      const bool one_a_cycle = zeros || c.stride == 0;
+      const uint32_t writes = o.rows * blocks;
+      for (uint32_t r = 0; r < o.rows; r++)
+        for (uint32_t b = 0; b < blocks; b++) {
+          const uint32_t row = o.addr.row + b * bstride + r, key = write_key(to_acc, row);
+          m.key[m.n] = (uint8_t)key;
+          m.row[m.n] = row;
+          m.keys |= 1u << key;
+          m.ready[m.n] = one_a_cycle ? done - (writes - 1 - m.n) : row_done[r] - (blocks - 1 - b) * block_beats;
+          m.n++;
+        }
+      const uint64_t held = book_mvin_writes(m);
+      done += held;
+      occupy(q, s, occ + held, done);
     }
 
     // Function.
@@ -1615,6 +1638,13 @@ class gemmini_t : public extension_t {
   struct BankWrites {
     uint64_t from[WRITE_WINDOWS] = {0}, to[WRITE_WINDOWS] = {0};
     uint32_t n = 0;
+    uint32_t add(uint64_t f, uint64_t t) {  // records [f, t) over the oldest window; its slot
+      const uint32_t slot = n % WRITE_WINDOWS;
+      from[slot] = f;
+      to[slot] = t;
+      n++;
+      return slot;
+    }
     uint64_t overlap(uint64_t s, uint64_t e) const {  // cycles of [s, e) inside the windows
       uint64_t cycles = 0;
       for (int i = 0; i < WRITE_WINDOWS; i++) {
@@ -1627,10 +1657,7 @@ class gemmini_t : public extension_t {
   BankWrites bank_writes[BANKS];
   uint64_t port_conflict_cycles = 0;
   void note_bank_write(uint32_t bank, uint64_t from, uint64_t to) {
-    BankWrites& w = bank_writes[bank];
-    w.from[w.n % WRITE_WINDOWS] = from;
-    w.to[w.n % WRITE_WINDOWS] = to;
-    w.n++;
+    bank_writes[bank].add(from, to);
     // Steps already queued that read this bank while it is written stall for those cycles,
     // which delays every later step.
     uint64_t lost = 0;
@@ -1691,11 +1718,7 @@ class gemmini_t : public extension_t {
   }
   // Records that `bank` is accumulated into over [from, to); returns the window's slot.
   uint32_t note_acc_rmw(uint32_t bank, uint64_t from, uint64_t to) {
-    BankWrites& w = acc_rmw[bank];
-    const uint32_t slot = w.n % WRITE_WINDOWS;
-    w.from[slot] = from;
-    w.to[slot] = to;
-    w.n++;
+    const uint32_t slot = acc_rmw[bank].add(from, to);
     uint64_t lost = 0;
     for (const AccRead& r : recent_acc_reads) {
       if (r.bank != bank || r.end <= from || r.start >= to) continue;
@@ -1731,6 +1754,120 @@ class gemmini_t : public extension_t {
     for (uint32_t r = 0; r < n; r++) per_bank[acc_bank_of(row + r * stride)]++;
     for (uint32_t b = 0; b < ACC_BANKS; b++)
       slots[b] = per_bank[b] ? (int)note_acc_rmw(b, ready - per_bank[b], ready) : -1;
+  }
+
+  // The banks' write ports. Scratchpad.scala gives the ExecuteController's write to a bank
+  // precedence over a move-in's ("Order of precedence during writes is ExecuteController, and
+  // then mvin_scale, and then mvin_scale_acc, and then zero_writer", in the accumulator and, by
+  // the same when/elsewhen order, in each scratchpad bank): a move-in row waits out every cycle
+  // in which the array writes results into the SRAM it goes to. Write keys: scratchpad bank k
+  // is k, accumulator bank k is BANKS + k.
+  static constexpr uint32_t WRITE_KEYS = BANKS + ACC_BANKS;
+  static_assert(WRITE_KEYS == 6, "MulStep::write_slot is initialised with six -1s");
+  BankWrites ex_writes[WRITE_KEYS];  // the array's result-write windows, per key
+  uint64_t write_port_stall_cycles = 0;
+  static uint32_t write_key(bool acc, uint32_t row) {
+    return acc ? BANKS + acc_bank_of(row) : (row / g_bank_rows < BANKS ? row / g_bank_rows : BANKS - 1);
+  }
+  // A move-in's local row writes in the order the DMA delivers them: the cycle each row's data
+  // is ready to be written and the key it goes to. The move-ins' write path (mvin_scale, then
+  // the bank) is one in-order stream, so a row held back holds back the rows after it.
+  static constexpr uint32_t MVIN_WRITES_MAX = DIM * MAX_BLOCK_LEN;
+  struct MvinWrites {
+    uint32_t n = 0, keys = 0;  // how many writes; a bit per key written
+    bool acc = false;          // into the accumulator (else the scratchpad)
+    uint8_t key[MVIN_WRITES_MAX] = {};
+    uint32_t row[MVIN_WRITES_MAX] = {};
+    uint64_t ready[MVIN_WRITES_MAX] = {};
+    uint64_t when[MVIN_WRITES_MAX] = {};  // each write's cycle as booked, array writes included
+    uint64_t last() const { return n ? when[n - 1] : 0; }
+  };
+  static constexpr uint32_t MVIN_RECORDS = 16;
+  MvinWrites recent_mvins[MVIN_RECORDS];
+  uint32_t recent_mvin_n = 0;
+  // The first cycle at or after t outside the array's write windows on `key`.
+  uint64_t after_ex_writes(uint32_t key, uint64_t t) const {
+    const BankWrites& w = ex_writes[key];
+    for (uint32_t pass = 0; pass <= WRITE_WINDOWS; pass++) {
+      bool moved = false;
+      for (int i = 0; i < WRITE_WINDOWS; i++)
+        if (w.from[i] <= t && t < w.to[i]) { t = w.to[i]; moved = true; }
+      if (!moved) break;
+    }
+    return t;
+  }
+  // The cycle of a move-in's last write, one write a cycle in order, each once its data is
+  // ready, and (with_ex) none in a cycle the array writes the same SRAM; `when` gets each.
+  uint64_t mvin_last_write(const MvinWrites& m, bool with_ex, uint64_t* when = nullptr) const {
+    uint64_t w = 0;
+    for (uint32_t i = 0; i < m.n; i++) {
+      uint64_t t = m.ready[i];
+      if (i && t < w + 1) t = w + 1;
+      if (with_ex) t = after_ex_writes(m.key[i], t);
+      w = t;
+      if (when) when[i] = t;
+    }
+    return w;
+  }
+  // Whether any array write window on the move-in's keys ends after its first row is ready.
+  bool mvin_meets_ex_writes(const MvinWrites& m) const {
+    if (m.n == 0) return false;
+    for (uint32_t k = 0; k < WRITE_KEYS; k++) {
+      if (!(m.keys >> k & 1)) continue;
+      for (int i = 0; i < WRITE_WINDOWS; i++)
+        if (ex_writes[k].to[i] > m.ready[0]) return true;
+    }
+    return false;
+  }
+  // Books a move-in's writes; returns how many cycles the array's writes hold back its last.
+  uint64_t book_mvin_writes(MvinWrites& m) {
+    const uint64_t free_run = mvin_last_write(m, false, m.when);
+    if (mvin_meets_ex_writes(m)) mvin_last_write(m, true, m.when);
+    write_port_stall_cycles += m.last() - free_run;
+    return m.last() - free_run;
+  }
+  // Records that the array writes `key` over [from, to) and returns the window's slot. A move-in
+  // booked earlier (program order) whose writes it lands on now finishes later: the load
+  // stream behind it waits by as much.
+  uint32_t note_ex_write(uint32_t key, uint64_t from, uint64_t to) {
+    const uint32_t slot = ex_writes[key].add(from, to);
+    recheck_mvins(key, from, to);
+    return slot;
+  }
+  // The booked writes of such a move-in that fall in [from, to) on `key` move past it, and the
+  // writes after them follow, one a cycle (never earlier than booked).
+  void recheck_mvins(uint32_t key, uint64_t from, uint64_t to) {
+    for (MvinWrites& m : recent_mvins) {
+      if (m.n == 0 || !(m.keys >> key & 1) || m.last() < from || m.ready[0] >= to) continue;
+      const uint64_t booked = m.last();
+      uint64_t w = 0;
+      for (uint32_t i = 0; i < m.n; i++) {
+        uint64_t t = m.when[i];
+        if (i && t < w + 1) t = w + 1;
+        if (m.key[i] == key && from <= t && t < to) t = to;
+        if (t != m.when[i]) t = after_ex_writes(m.key[i], t);
+        m.when[i] = w = t;
+      }
+      if (w <= booked) continue;
+      const uint64_t lost = w - booked, moved = w;
+      ldq.free_at += lost;
+      ldq.busy += lost;
+      if (moved > ldq.last_done) ldq.last_done = moved;
+      for (uint32_t i = 0; i < m.n; i++) {  // its rows are written no earlier than that
+        uint64_t& w = m.acc ? acc_w[m.row[i]] : sp_w[m.row[i]];
+        if (moved > w) w = moved;
+      }
+      write_port_stall_cycles += lost;
+    }
+  }
+  // The write windows of a step whose results land in `n` rows from `row` (every `stride`) by
+  // `ready`, one row a cycle; slots[] gets each key's window slot (or -1).
+  void note_step_writes(bool acc, uint32_t row, uint32_t n, uint32_t stride, uint64_t ready,
+                        int slots[WRITE_KEYS]) {
+    uint32_t per_key[WRITE_KEYS] = {0};
+    for (uint32_t r = 0; r < n; r++) per_key[write_key(acc, row + r * stride)]++;
+    for (uint32_t k = 0; k < WRITE_KEYS; k++)
+      slots[k] = per_key[k] ? (int)note_ex_write(k, ready - per_key[k], ready) : -1;
   }
 
   void mvout(uint64_t dram, uint64_t rs2) {
@@ -1907,15 +2044,22 @@ class gemmini_t : public extension_t {
     bool c_acc = false;
     uint64_t drain = 0;
     int rmw_slot[ACC_BANKS] = {-1, -1};  // this step's accumulating-write windows (acc_rmw)
+    int write_slot[WRITE_KEYS] = {-1, -1, -1, -1, -1, -1};  // its result-write windows (ex_writes)
+    static void move_window(BankWrites& w, int slot, uint64_t ready) {  // the window now ends at ready
+      if (ready > w.to[slot]) {
+        w.from[slot] += ready - w.to[slot];
+        w.to[slot] = ready;
+      }
+    }
     void finish(gemmini_t& g, uint64_t end) {  // the step now ends at `end`
       uint64_t ready = end + MESH_FILL_LATENCY + drain;
-      for (uint32_t b = 0; b < ACC_BANKS; b++) {
-        if (rmw_slot[b] < 0) continue;
-        BankWrites& w = g.acc_rmw[b];
-        if (ready > w.to[rmw_slot[b]]) {
-          w.from[rmw_slot[b]] += ready - w.to[rmw_slot[b]];
-          w.to[rmw_slot[b]] = ready;
-        }
+      for (uint32_t b = 0; b < ACC_BANKS; b++)
+        if (rmw_slot[b] >= 0) move_window(g.acc_rmw[b], rmw_slot[b], ready);
+      for (uint32_t k = 0; k < WRITE_KEYS; k++) {
+        if (write_slot[k] < 0) continue;
+        BankWrites& w = g.ex_writes[k];
+        move_window(w, write_slot[k], ready);
+        g.recheck_mvins(k, w.from[write_slot[k]], w.to[write_slot[k]]);
       }
       for (uint32_t r = 0; r < a_n; r++) {
         uint64_t& rd = g.sp_r[a_row + r * a_stride];
@@ -2142,12 +2286,15 @@ class gemmini_t : public extension_t {
       }
       int rmw_slot[ACC_BANKS] = {-1, -1};
       if (c.addr.acc && c.addr.accumulate) note_step_rmw(c.addr.row, c_rows, ex.c_stride, ready, rmw_slot);
+      int write_slot[WRITE_KEYS];
+      note_step_writes(c.addr.acc, c.addr.row, c_rows, ex.c_stride, ready, write_slot);
       occupy(q, s, cost, ready);
       mesh_tag_take(ready);
       note_step(s, s + cost, a_key, b_key, -1);
       last_mul = MulStep{true, s, cost, rows, a_key, b_key, a.addr.row, a_phys, ex.a_stride,
                          bd.addr.garbage ? 0u : bd.addr.row, bd_phys,
                          c.addr.row, c_rows, ex.c_stride, c.addr.acc, drain, {rmw_slot[0], rmw_slot[1]}};
+      std::memcpy(last_mul.write_slot, write_slot, sizeof write_slot);
     }
 
     // Function. A is I x K (logical), stored transposed when a_transpose.

@@ -293,7 +293,10 @@ constexpr uint64_t ACC_READ_LATENCY = 10;
 // would take over both ports"): a move-out reading a bank loses every cycle in which the array
 // accumulates into that bank; the write is never held back for it. Overwriting writes use only
 // the write port. The hardware loops keep their two loops in the two halves, i.e. the two banks,
-// so a loop's move-outs meet only its own last accumulating steps.
+// so a loop's move-outs meet only its own last accumulating steps. The write port goes to the
+// array first: Scratchpad.scala orders a bank's writes ExecuteController, then mvin_scale,
+// mvin_scale_acc, zero_writer (and each scratchpad bank likewise), so a move-in's rows wait out
+// the cycles in which the array writes results into their bank (MODEL.md "Write precedence").
 constexpr uint32_t ACC_BANKS = 2;
 // Config / flush / norm commands occupy their controller one cycle. RTL: ExecuteController /
 // LoadController / StoreController handle a config in their waiting state and pop it in the
