@@ -917,14 +917,14 @@ class gemmini_t : public extension_t {
       std::fprintf(stderr, "gemmini stats (%s): l2 hits %llu misses %llu writebacks %llu, llc hits %llu misses %llu, "
                    "dma read requests %llu write requests %llu, hardware loops %llu, mesh tag wait cycles %llu, "
                    "host L1 probes %llu, dram row hits %llu opens %llu conflicts %llu, "
-                   "accumulator read-port stall cycles %llu, move-in write-port stall cycles %llu\n", when,
+                   "move-out read-port stall cycles %llu, move-in write-port stall cycles %llu\n", when,
                    (unsigned long long)l2_hits, (unsigned long long)l2_misses, (unsigned long long)l2_writebacks,
                    (unsigned long long)llc_hits, (unsigned long long)llc_misses,
                    (unsigned long long)dma_read_reqs, (unsigned long long)dma_write_reqs,
                    (unsigned long long)loop_count, (unsigned long long)mesh_tag_wait_cycles,
                    (unsigned long long)host_probes, (unsigned long long)dram_row_hits,
                    (unsigned long long)dram_row_opens, (unsigned long long)dram_row_conflicts,
-                   (unsigned long long)acc_port_conflict_cycles, (unsigned long long)write_port_stall_cycles);
+                   (unsigned long long)moveout_port_stall_cycles, (unsigned long long)write_port_stall_cycles);
   }
   void write_report() {
     print_memory_stats("report");
@@ -1658,8 +1658,13 @@ class gemmini_t : public extension_t {
   uint64_t port_conflict_cycles = 0;
   void note_bank_write(uint32_t bank, uint64_t from, uint64_t to) {
     bank_writes[bank].add(from, to);
-    // Steps already queued that read this bank while it is written stall for those cycles,
-    // which delays every later step.
+    stall_queued_reads(bank, from, to);
+  }
+  // A scratchpad bank written over [from, to) answers no read then (single ported): steps
+  // already queued that read it stall for those cycles, which delays every later step, and
+  // move-outs already queued that read it delay the store queue.
+  void stall_queued_reads(uint32_t bank, uint64_t from, uint64_t to) {
+    delay_moveouts(bank, from, to);
     uint64_t lost = 0;
     for (const StepRec& r : recent_steps) {
       if (r.end <= from || r.start >= to) continue;
@@ -1681,14 +1686,21 @@ class gemmini_t : public extension_t {
     StepRec& r = recent_steps[recent_n++ % 32];
     r.start = start; r.end = end; r.keys[0] = a; r.keys[1] = b; r.keys[2] = d;
   }
-  // Cycles of [s, e) in which move-ins write the SRAM `key` (a scratchpad bank) and so block
-  // an execute read of it.
+  // Cycles of [s, e) in which the SRAM `key` refuses reads: a scratchpad bank (key < BANKS)
+  // whenever it is written, by a move-in or by the array (ScratchpadBank, single ported:
+  // read.req.ready needs !io.write.fire); an accumulator bank (BANKS + bank) while something
+  // accumulates into it (AccumulatorMem, below).
+  uint64_t read_blocked(uint32_t key, uint64_t s, uint64_t e) const {
+    if (key < BANKS) return bank_writes[key].overlap(s, e) + ex_writes[key].overlap(s, e);
+    return acc_rmw[key - BANKS].overlap(s, e);
+  }
+  // The same for an execute step's operand (bank_key: a scratchpad bank, or none).
   uint64_t write_overlap(int key, uint64_t s, uint64_t e) const {
     if (key < 0 || key >= (int)BANKS) return 0;
-    return bank_writes[key].overlap(s, e);
+    return read_blocked((uint32_t)key, s, e);
   }
   // A step reading the given SRAMs in [s, s + cost) stretches by the cycles their ports are
-  // taken by move-in writes (each distinct bank counted once).
+  // taken by writes (each distinct bank counted once).
   uint64_t port_stall(int a, int b, int d, uint64_t s, uint64_t cost) {
     const int k[3] = {a, b, d};
     uint64_t extra = 0;
@@ -1707,10 +1719,10 @@ class gemmini_t : public extension_t {
   // order) still delays the store queue, as note_bank_write does for the scratchpad.
   static_assert(ACC_BANKS == 2, "the windows below are kept per bank in pairs ({-1, -1})");
   BankWrites acc_rmw[ACC_BANKS];
-  struct AccRead { uint64_t start = 0, end = 0; uint32_t bank = 0; };
-  AccRead recent_acc_reads[16];
-  uint32_t recent_acc_read_n = 0;
-  uint64_t acc_port_conflict_cycles = 0;
+  struct PortRead { uint64_t start = 0, end = 0; uint32_t key = 0; };  // a move-out's reads
+  PortRead recent_moveout_reads[16];
+  uint32_t recent_moveout_read_n = 0;
+  uint64_t moveout_port_stall_cycles = 0;
   static uint32_t acc_bank_of(uint32_t row) {
     const uint32_t per_bank = g_acc_rows / ACC_BANKS;
     const uint32_t b = per_bank ? row / per_bank : 0;
@@ -1719,32 +1731,37 @@ class gemmini_t : public extension_t {
   // Records that `bank` is accumulated into over [from, to); returns the window's slot.
   uint32_t note_acc_rmw(uint32_t bank, uint64_t from, uint64_t to) {
     const uint32_t slot = acc_rmw[bank].add(from, to);
+    delay_moveouts(BANKS + bank, from, to);
+    return slot;
+  }
+  // Move-outs already queued whose reads of `key` fall in [from, to), when reads of it are
+  // refused, delay the store queue by the overlap.
+  void delay_moveouts(uint32_t key, uint64_t from, uint64_t to) {
     uint64_t lost = 0;
-    for (const AccRead& r : recent_acc_reads) {
-      if (r.bank != bank || r.end <= from || r.start >= to) continue;
+    for (const PortRead& r : recent_moveout_reads) {
+      if (r.key != key || r.end <= from || r.start >= to) continue;
       lost += (r.end < to ? r.end : to) - (r.start > from ? r.start : from);
     }
     if (lost) {
       stq.free_at += lost;
       stq.busy += lost;
-      acc_port_conflict_cycles += lost;
+      moveout_port_stall_cycles += lost;
     }
-    return slot;
   }
-  // A move-out reading `n` rows of `bank` from `s`, one a cycle, waits out the cycles in which
-  // the bank is being accumulated into: returns how much later its last read happens.
-  uint64_t acc_read_stall(uint32_t bank, uint64_t s, uint64_t n) {
+  // A move-out reading `n` rows of SRAM `key` from `s`, one a cycle, waits out the cycles in
+  // which the SRAM refuses reads (read_blocked): returns how much later its last read happens.
+  uint64_t moveout_read_stall(uint32_t key, uint64_t s, uint64_t n) {
     uint64_t extra = 0;
     for (int i = 0; i < 64; i++) {  // the stretched window may meet further writes
-      const uint64_t e = acc_rmw[bank].overlap(s, s + n + extra);
+      const uint64_t e = read_blocked(key, s, s + n + extra);
       if (e == extra) break;
       extra = e;
     }
-    AccRead& r = recent_acc_reads[recent_acc_read_n++ % 16];
+    PortRead& r = recent_moveout_reads[recent_moveout_read_n++ % 16];
     r.start = s;
     r.end = s + n + extra;
-    r.bank = bank;
-    acc_port_conflict_cycles += extra;
+    r.key = key;
+    moveout_port_stall_cycles += extra;
     return extra;
   }
   // The accumulating write windows of a step whose results land in `n` rows from `row` (every
@@ -1832,6 +1849,7 @@ class gemmini_t : public extension_t {
   uint32_t note_ex_write(uint32_t key, uint64_t from, uint64_t to) {
     const uint32_t slot = ex_writes[key].add(from, to);
     recheck_mvins(key, from, to);
+    if (key < BANKS) stall_queued_reads(key, from, to);
     return slot;
   }
   // The booked writes of such a move-in that fall in [from, to) on `key` move past it, and the
@@ -1854,8 +1872,8 @@ class gemmini_t : public extension_t {
       ldq.busy += lost;
       if (moved > ldq.last_done) ldq.last_done = moved;
       for (uint32_t i = 0; i < m.n; i++) {  // its rows are written no earlier than that
-        uint64_t& w = m.acc ? acc_w[m.row[i]] : sp_w[m.row[i]];
-        if (moved > w) w = moved;
+        uint64_t& row_ready = m.acc ? acc_w[m.row[i]] : sp_w[m.row[i]];
+        if (moved > row_ready) row_ready = moved;
       }
       write_port_stall_cycles += lost;
     }
@@ -1911,10 +1929,11 @@ class gemmini_t : public extension_t {
           if (ready > t) t = ready;
         }
       uint64_t s = start_after(q, t);
-      // An accumulator bank being accumulated into does not answer reads (ACC_BANKS): the rows'
-      // reads start later by the cycles they lose, charged to the bank of the first row (a
-      // move-out whose blocks straddle the middle of the accumulator is charged to one bank).
-      if (from_acc) s += acc_read_stall(acc_bank_of(o.addr.row), s, (uint64_t)o.rows * blocks);
+      // A bank that refuses reads (an accumulator bank being accumulated into, ACC_BANKS; a
+      // scratchpad bank being written, single ported): the rows' reads start later by the
+      // cycles they lose, charged to the bank of the first row (a move-out whose blocks
+      // straddle a bank boundary is charged to one bank).
+      s += moveout_read_stall(write_key(from_acc, o.addr.row), s, (uint64_t)o.rows * blocks);
       // The local rows are read one per cycle (accumulator reads go through the scale/activation
       // pipeline) and the writer sends them as they come.
       uint64_t read_done = s + (uint64_t)o.rows * blocks + (from_acc ? ACC_READ_LATENCY : SP_READ_LATENCY);
@@ -1978,7 +1997,7 @@ class gemmini_t : public extension_t {
     for (uint32_t r = 0; r < orows * ocols; r++)
       if (acc_w[o.addr.row + r] > t) t = acc_w[o.addr.row + r];
     uint64_t s = start_after(q, t);
-    s += acc_read_stall(acc_bank_of(o.addr.row), s, (uint64_t)porows * pocols * ps * ps);
+    s += moveout_read_stall(BANKS + acc_bank_of(o.addr.row), s, (uint64_t)porows * pocols * ps * ps);
     // Each pooled pixel reads pool_size^2 accumulator rows, one per cycle, then is written.
     uint64_t issue_end;
     uint64_t wdone = dma_transfer(dma_wr, s + (uint64_t)ps * ps + ACC_READ_LATENCY, dram, out_row_bytes,
