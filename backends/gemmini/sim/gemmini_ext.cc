@@ -1633,16 +1633,24 @@ class gemmini_t : public extension_t {
     }
   }
 
-  // Write windows of recent move-ins, per scratchpad bank (a small ring each).
-  static constexpr int WRITE_WINDOWS = 16;
+  // Windows in which an SRAM is written (move-ins into a scratchpad bank, the array's result
+  // writes, accumulating writes), per bank. Commands are timed in program order, but a queue
+  // that lags (the execute queue behind a hardware loop's loaders, which are booked a loop
+  // ahead) asks about windows booked long before it: a loop_ws tile streams up to a bank's
+  // worth of move-ins (64 of 64 columns into a 4096-row bank) before its steps are timed. So
+  // each bank keeps WRITE_WINDOWS of them and a new window replaces the one that ends first,
+  // which no later query can meet before any other. 16 windows kept oldest-first forgot live
+  // ones (tiled_matmul_ws_perf 128x256x256 read 35,604 cycles where 128 or more give 35,746;
+  // test_sim_rtl_timing.py::test_loop_steps_and_moveins_share_a_single_ported_bank).
+  static constexpr int WRITE_WINDOWS = 128;
   struct BankWrites {
     uint64_t from[WRITE_WINDOWS] = {0}, to[WRITE_WINDOWS] = {0};
-    uint32_t n = 0;
-    uint32_t add(uint64_t f, uint64_t t) {  // records [f, t) over the oldest window; its slot
-      const uint32_t slot = n % WRITE_WINDOWS;
+    uint32_t add(uint64_t f, uint64_t t) {  // records [f, t) over the window that ends first; its slot
+      uint32_t slot = 0;
+      for (uint32_t i = 1; i < (uint32_t)WRITE_WINDOWS; i++)
+        if (to[i] < to[slot]) slot = i;
       from[slot] = f;
       to[slot] = t;
-      n++;
       return slot;
     }
     uint64_t overlap(uint64_t s, uint64_t e) const {  // cycles of [s, e) inside the windows
