@@ -1093,14 +1093,20 @@ class gemmini_t : public extension_t {
     // DMACommandTracker entries (LoadController.scala): when each move-in command's slot frees.
     uint64_t cmd_slot[MAX_DMA_INFLIGHT / DIM + 1] = {0};
     uint64_t ncmd = 0;
+    // Writes: when the writer took each of the last block-rows handed to it (a ring, in order;
+    // longer than any write path's depth).
+    static constexpr uint32_t TAKEN = 64;
+    uint64_t taken[TAKEN] = {0};
+    uint64_t ntaken = 0;
+    void take(uint64_t when) { taken[ntaken++ % TAKEN] = when; }
   };
   DmaEngine dma_rd, dma_wr;
   // Move-in commands the load controller holds at once. RTL: LoadController.scala sizes its
   // DMACommandTracker nCmds = max_in_flight_mem_reqs / block_rows + 1 (2 for defaultConfig's
   // 16 requests, 5 for leanConfig's 64); an entry is freed when all of its command's bytes have
   // arrived, so commands of a few rows each cannot keep all the request slots busy. (The store
-  // controller's tracker is sized alike, but Scratchpad.scala answers a move-out's rows as they
-  // are handed to the writer, so its entries never outlast the writer's own slots.)
+  // controller's tracker is sized alike, but Scratchpad.scala answers a move-out's rows as their
+  // SRAM reads fire, a few rows ahead of the writer, so its entries never outlast the writer's.)
   uint64_t dma_commands() const { return dma_load_commands(dma_inflight); }
   // The shared L2 (SiFive inclusive cache) as the DMA sees it: set-associative, 64-byte lines,
   // a random victim on a miss (InclusiveCache Directory.scala: an LFSR picks the way; no LRU);
@@ -1404,6 +1410,8 @@ class gemmini_t : public extension_t {
           const uint64_t probed = l1_probe(a, t, true);  // the host's copy goes first
           if (probed > t && probed + L2_PROBE_TO_DATA_CYCLES > resp) resp = probed + L2_PROBE_TO_DATA_CYCLES;
           e.last_issue = e.bus_free - 1;
+          if (a == addr + r * stride)
+            for (uint64_t b = 0; b < row_blocks; b++) e.take(t);
         } else {  // a one-beat request; the data beats come back when the L2 answers
           uint64_t ans = l2_response(a, t);
           const uint64_t probed = l1_probe(a, t, false);  // the L2 answers once the host's L1 has
@@ -1428,6 +1436,26 @@ class gemmini_t : public extension_t {
     issue_end = t;
     if (!write) { cmd_slot = done; e.ncmd++; }
     return done;
+  }
+
+  // When the last of the `k` block-rows just handed to the writer was read out of its SRAM (the
+  // cycle after its read fires; `start` if there were none), the reads starting at `start`, one
+  // a cycle, each no earlier than the writer took the block-row `depth` before it (the write
+  // path between the SRAM and the writer holds `depth`).
+  uint64_t moveout_reads_fired(uint64_t start, uint64_t k, uint64_t depth) const {
+    const DmaEngine& e = dma_wr;
+    const uint64_t first = e.ntaken - k;
+    uint64_t fired = start - 1;  // unsigned: the first read goes at start even when start is 0
+    for (uint64_t j = 0; j < k; j++) {
+      uint64_t f = fired + 1;
+      const uint64_t g = first + j;  // its place among all block-rows the writer took
+      if (g >= depth && g - depth + DmaEngine::TAKEN >= e.ntaken) {
+        const uint64_t w = e.taken[(g - depth) % DmaEngine::TAKEN];
+        if (w > f) f = w;
+      }
+      fired = f;
+    }
+    return fired + 1;
   }
 
   // ---- commands ----------------------------------------------------------------------
@@ -1944,24 +1972,23 @@ class gemmini_t : public extension_t {
       s += moveout_read_stall(write_key(from_acc, o.addr.row), s, (uint64_t)o.rows * blocks);
       // The local rows are read one per cycle (accumulator reads go through the scale/activation
       // pipeline) and the writer sends them as they come.
-      uint64_t read_done = s + (uint64_t)o.rows * blocks + (from_acc ? ACC_READ_LATENCY : SP_READ_LATENCY);
       uint64_t issue_end;
       uint64_t wdone = dma_transfer(dma_wr, s + (from_acc ? ACC_READ_LATENCY : SP_READ_LATENCY), dram, st.stride,
                                     o.rows, (uint64_t)o.cols * ebytes, issue_end, true, 1, blocks);
-      uint64_t occ = issue_end - s;
-      (void)read_done;
       // Scratchpad.scala reports a move-out done (io.dma.write.resp) as soon as its rows are read
-      // out of the local memory and handed to the writer, which accepts a row only when it has
-      // a free transaction slot; the DRAM acknowledgements are waited for only by fence (busy).
-      // ReservationStation.scala: a later command overwriting these rows waits for that.
-      const uint64_t complete = issue_end;
+      // out of the local memory, and the queues behind that read let the reads run ahead of the
+      // writer by WRITE_PATH_ROWS_ACC / _SP block-rows; the DRAM acknowledgements are waited for
+      // only by fence (busy). ReservationStation.scala: a later command overwriting these rows,
+      // and (from ext-spad on) the next store, wait for that.
+      const uint64_t complete = moveout_reads_fired(s, (uint64_t)o.rows * blocks,
+                                                    from_acc ? WRITE_PATH_ROWS_ACC : WRITE_PATH_ROWS_SP);
       for (uint32_t b = 0; b < blocks; b++)
         for (uint32_t r = 0; r < o.rows; r++) {
           uint32_t row = o.addr.row + b * DIM + r;
           uint64_t& rd = from_acc ? acc_r[row] : sp_r[row];
           if (complete > rd) rd = complete;
         }
-      occupy(q, s, occ, complete);
+      occupy(q, s, complete - s, complete);
       if (wdone > writes_acked) writes_acked = wdone;
     }
 

@@ -155,6 +155,10 @@ constexpr uint64_t dma_load_commands(uint64_t inflight) { return inflight / DIM 
 // Rechecked at evaluator 20 (the accumulator's read port, ACC_BANKS below), python
 // bench/gemmini_calibrate.py 60,35,50 60,30,50 60,30,45: 60 / 35 / 50 67 of 67, x1.061, pair
 // ratio +0.3%; 60 / 30 / 50 66, x1.060; 60 / 30 / 45 66, x1.057. It stays.
+// Rechecked at evaluator 24 (a move-out done once read, WRITE_PATH_ROWS_ACC below), python
+// bench/gemmini_calibrate.py 60,35,50 60,30,50 60,35,45: 60 / 35 / 50 67 of 67, x1.061, pair
+// mean 1.076, ratio +0.0%; 60 / 30 / 50 66, x1.060, pair mean 1.067; 60 / 35 / 45 66, x1.056,
+// pair mean 1.068. It stays.
 // With the DRAM banks and rows first modelled, the grid DRAM 32..70 x L2 35 x LLC 40..50 had
 // chosen 60 / 35 / 50 (55 of 67 then, spread x1.131).
 // Before the DRAM banks (a fixed 50-cycle round
@@ -284,6 +288,17 @@ constexpr uint64_t SP_READ_LATENCY = 2;
 // AccumulatorScale with num_scale_units -1 is Pipeline(in, latency) (AccumulatorScale.scala)
 // with defaultConfig's acc_scale_args latency 8 (Configs.scala; leanConfig copies it): 8.
 constexpr uint64_t ACC_READ_LATENCY = 10;
+// Block-rows a move-out's SRAM reads may run ahead of the DMA writer taking them. Scratchpad.scala
+// counts a move-out's row as returned (io.dma.write.resp, what frees it in the reservation
+// station) when the row's SRAM read fires, and the read fires while the path behind it has
+// room. Accumulator rows: the bank's response (1), the Normalizer's two-entry queue (2), and
+// AccumulatorScale's pipeline, whose rows are bounded by write_issue_q (spad_read_delay + 1 = 5
+// entries, enqueued as a row enters the scale unit), then the writer's own request register (1):
+// 9. Scratchpad rows: the bank's one-entry response queue (1), dma_read_pipe (spad_read_delay =
+// 4), the writer's register (1): 6. (write_norm_q and write_scale_q, 6 entries each, hold only
+// metadata and do not bind.)
+constexpr uint64_t WRITE_PATH_ROWS_ACC = 9;
+constexpr uint64_t WRITE_PATH_ROWS_SP = 6;
 // Accumulator banks and their read port. RTL: Configs.scala defaultConfig acc_banks = 2 (a bank
 // is acc rows / 2: the row's top bit, LocalAddr acc_bank()), acc_singleported = false (each
 // AccumulatorMem bank is a TwoPortSyncMem: one read port, one write port). An accumulating write
