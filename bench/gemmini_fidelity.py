@@ -256,6 +256,14 @@ def err(model: float, published: float) -> str:
     return f"{(model / published - 1) * 100:+.1f}%"
 
 
+def print_row(name: str, model: float, published: float, decimals: int = 3) -> bool:
+    """Prints one figure, model against published with the ratio error (cycle counts with
+    thousands separators, ratios with `decimals`); True when within the +-15% target."""
+    fmt = (lambda v: f"{v:,.0f}") if published > 100 else (lambda v: f"{v:.{decimals}f}")
+    print(f"{name:54s} {fmt(model):>14s} {fmt(published):>14s} {err(model, published):>8s}")
+    return abs(model / published - 1) <= 0.15
+
+
 async def pair_on(tc: GemminiToolchain, image: Image, dma_inflight: int | None = None) -> int:
     """The 12544x64x256 pair and the library call on one build only: which build the published
     pair came from is itself a claim, and this checks it (exit 1 when a pair figure is outside 15%)."""
@@ -267,12 +275,10 @@ async def pair_on(tc: GemminiToolchain, image: Image, dma_inflight: int | None =
     inflight = image.dma_inflight if dma_inflight is None else dma_inflight
     print(f"the 12544x64x256 pair on the {image.name} build ({image.title}), {inflight} DMA requests in flight:")
     ok = True
-    for name, model, pub in (("'before' (cycles)", before, PUBLISHED_BEFORE),
-                             ("'after' = expert (cycles)", after, PUBLISHED_AFTER),
-                             ("ratio after / before", after / before, PUBLISHED_AFTER / PUBLISHED_BEFORE)):
-        ok &= abs(model / pub - 1) <= 0.15
-        fmt = (lambda v: f"{v:,.0f}") if pub > 100 else (lambda v: f"{v:.3f}")
-        print(f"  {name:30s} {fmt(model):>14s} {fmt(pub):>14s} {err(model, pub):>8s}")
+    for name, model, pub in (("  'before' (cycles)", before, PUBLISHED_BEFORE),
+                             ("  'after' = expert (cycles)", after, PUBLISHED_AFTER),
+                             ("  ratio after / before", after / before, PUBLISHED_AFTER / PUBLISHED_BEFORE)):
+        ok &= print_row(name, model, pub)
     print(f"  library (tiled_matmul_auto): {lib:,} cycles, library / expert {lib / after:.3f}")
     return 0 if ok else 1
 
@@ -326,11 +332,8 @@ async def main() -> int:
     ]
     print(f"{'figure':54s} {'model':>14s} {'published':>14s} {'error':>8s}")
     ok = True
-    for name, model, pub in rows:
-        e = model / pub - 1
-        ok &= abs(e) <= 0.15
-        fmt = (lambda v: f"{v:,.0f}") if pub > 100 else (lambda v: f"{v:.3f}")
-        print(f"{name:54s} {fmt(model):>14s} {fmt(pub):>14s} {err(model, pub):>8s}")
+    for name, model, published in rows:
+        ok &= print_row(name, model, published)
     pub = f2.PUBLISHED
     print("FireSim F2, FireSimLeanGemminiRocketConfig (lorikjashari/OpenASDx llm/fpga/f2; model with 64 requests in flight\n"
           "  and FireSim's default memory, a latency pipe with no LLC, from cold caches):")
@@ -344,10 +347,7 @@ async def main() -> int:
         ("  conv_dw_perf 3x112x112x17 depthwise, 3x3/2 (cycles)", lean["conv_dw_perf"], pub["conv_dw_perf"]),
     ]
     for name, model, published in f2_rows:
-        e = model / published - 1
-        ok &= abs(e) <= 0.15
-        fmt = (lambda v: f"{v:,.0f}") if published > 100 else (lambda v: f"{v:.1f}")
-        print(f"{name:54s} {fmt(model):>14s} {fmt(published):>14s} {err(model, published):>8s}")
+        ok &= print_row(name, model, published, decimals=1)
     util = f2.MATMUL_PERF_IDEAL / lean["matmul_perf"]
     print(f"  tiled_matmul_ws_perf utilisation: model {100 * util:.0f}%, published 82% (of the ideal {f2.MATMUL_PERF_IDEAL:,} cycles)")
     print("DOSA artifact: Gemmini's library on 67 DNN layers, FireSim (ucb-bar/dosa; gemmini_dosa_layers.py):")
