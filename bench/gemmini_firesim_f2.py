@@ -17,7 +17,8 @@ latency-pipe memory without an LLC, leanConfig's functional limits). Each starts
 (gemmini_cold_start.py): on FireSim the buffers a test never writes (all of them in the three
 perf tests, C in the 64^3 one) are in DRAM only, where our startup would have left them in the L2. Until both were found the programs ran warm on the
 DOSA images' LLC and DDR3: conv_perf -0.0%, tiled_matmul_ws_perf -11.3%, 64^3 +13.8%; cold on
-that memory +29.0%, +6.9% and +1.0%; cold on the pipe -8.8%, -10.3% and -3.1%.
+that memory +29.0%, +6.9% and +1.0%; cold on the pipe -8.8%, -10.3% and -3.1% (-8.8%, -6.8%
+and +1.6% at evaluator 25).
 - tiled_matmul_ws (64x64x64): A and B filled by the host (0/1 values), then tiled_matmul_auto
   (WS, no bias), timed to its end; 2,597 cycles. The same product on the Rocket core, a plain
   triple loop into 64-bit sums starting from the bias (the test's full_matmul), 3,240,505 cycles.

@@ -322,8 +322,10 @@ def _one_k_step(tmp_path: Path, rows: int, cols: int):
 def test_matmul_move_outs_walk_rows_of_one_column_block_first(tmp_path):
     # Both calls compute 32 steps and move out 8 KiB. 128 x 64 is one 64-column block, so every
     # move-out waits for the last column's computes. 64 x 128 is two: its first block's four
-    # move-outs follow the computes of columns 0-3 and overlap those of columns 4-7 (1,372
-    # cycles against 1,667). Walking each row's two blocks first, as the model did, holds row
-    # 1's first block behind row 0's second, the call's last computes (1,529).
+    # move-outs follow the computes of columns 0-3 and overlap those of columns 4-7 (1,613
+    # cycles against 1,813). Walking each row's two blocks first, as the model did, holds row
+    # 1's first block behind row 0's second, the call's last computes (1,741). (Before a step's
+    # port stretch was iterated, evaluator 25, the three read 1,372, 1,667 and 1,529: A and B
+    # share bank 0, so the steps now also wait out the move-ins streaming B there.)
     wide, narrow = _one_k_step(tmp_path, 64, 128), _one_k_step(tmp_path, 128, 64)
-    assert wide < 0.87 * narrow, (wide, narrow)
+    assert wide < 0.925 * narrow, (wide, narrow)

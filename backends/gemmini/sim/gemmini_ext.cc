@@ -1736,14 +1736,20 @@ class gemmini_t : public extension_t {
     return read_blocked((uint32_t)key, s, e);
   }
   // A step reading the given SRAMs in [s, s + cost) stretches by the cycles their ports are
-  // taken by writes (each distinct bank counted once).
+  // taken by writes (each distinct bank counted once), counted over the stretched window until
+  // it meets no further write: one port serves every write and every read of the bank.
   uint64_t port_stall(int a, int b, int d, uint64_t s, uint64_t cost) {
     const int k[3] = {a, b, d};
     uint64_t extra = 0;
-    for (int i = 0; i < 3; i++) {
-      bool seen = false;
-      for (int j = 0; j < i; j++) seen |= k[j] == k[i];
-      if (!seen) extra += write_overlap(k[i], s, s + cost);
+    for (int pass = 0; pass < 64; pass++) {  // the stretched step may meet further writes
+      uint64_t e = 0;
+      for (int i = 0; i < 3; i++) {
+        bool seen = false;
+        for (int j = 0; j < i; j++) seen |= k[j] == k[i];
+        if (!seen) e += write_overlap(k[i], s, s + cost + extra);
+      }
+      if (e == extra) break;
+      extra = e;
     }
     port_conflict_cycles += extra;
     return extra;

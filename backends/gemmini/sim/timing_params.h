@@ -159,6 +159,10 @@ constexpr uint64_t dma_load_commands(uint64_t inflight) { return inflight / DIM 
 // bench/gemmini_calibrate.py 60,35,50 60,30,50 60,35,45: 60 / 35 / 50 67 of 67, x1.061, pair
 // mean 1.076, ratio +0.0%; 60 / 30 / 50 66, x1.060, pair mean 1.067; 60 / 35 / 45 66, x1.056,
 // pair mean 1.068. It stays.
+// Rechecked at evaluator 25 (an execute step's port stretch iterated, MODEL.md), python
+// bench/gemmini_calibrate.py 60,35,50 60,30,50 60,30,45 60,35,45 50,35,50: 60 / 35 / 50 67 of
+// 67, x1.061, pair mean 1.112, ratio -6.4%; 60 / 30 / 50 66, x1.061, pair mean 1.103; 60 / 30 / 45
+// 66, x1.057, 1.096; 60 / 35 / 45 66, x1.057, 1.104; 50 / 35 / 50 66, x1.063, 1.112. It stays.
 // With the DRAM banks and rows first modelled, the grid DRAM 32..70 x L2 35 x LLC 40..50 had
 // chosen 60 / 35 / 50 (55 of 67 then, spread x1.131).
 // Before the DRAM banks (a fixed 50-cycle round
