@@ -1740,18 +1740,29 @@ class gemmini_t : public extension_t {
   // it meets no further write: one port serves every write and every read of the bank.
   uint64_t port_stall(int a, int b, int d, uint64_t s, uint64_t cost) {
     const int k[3] = {a, b, d};
-    uint64_t extra = 0;
-    for (int pass = 0; pass < 64; pass++) {  // the stretched step may meet further writes
-      uint64_t e = 0;
+    const uint64_t extra = stretch_over_blocks(s, cost, [&](uint64_t from, uint64_t to) {
+      uint64_t lost = 0;
       for (int i = 0; i < 3; i++) {
         bool seen = false;
         for (int j = 0; j < i; j++) seen |= k[j] == k[i];
-        if (!seen) e += write_overlap(k[i], s, s + cost + extra);
+        if (!seen) lost += write_overlap(k[i], from, to);
       }
+      return lost;
+    });
+    port_conflict_cycles += extra;
+    return extra;
+  }
+  // How much longer `n` reads from `s`, one a cycle, take when `blocked(from, to)` of the
+  // cycles in [from, to) refuse reads: counted over the stretched span again until it meets no
+  // further block, since a stretched run can run into writes its first span did not reach.
+  template <class Blocked>
+  static uint64_t stretch_over_blocks(uint64_t s, uint64_t n, Blocked blocked) {
+    uint64_t extra = 0;
+    for (int pass = 0; pass < 64; pass++) {
+      const uint64_t e = blocked(s, s + n + extra);
       if (e == extra) break;
       extra = e;
     }
-    port_conflict_cycles += extra;
     return extra;
   }
 
@@ -1793,12 +1804,8 @@ class gemmini_t : public extension_t {
   // A move-out reading `n` rows of SRAM `key` from `s`, one a cycle, waits out the cycles in
   // which the SRAM refuses reads (read_blocked): returns how much later its last read happens.
   uint64_t moveout_read_stall(uint32_t key, uint64_t s, uint64_t n) {
-    uint64_t extra = 0;
-    for (int i = 0; i < 64; i++) {  // the stretched window may meet further writes
-      const uint64_t e = read_blocked(key, s, s + n + extra);
-      if (e == extra) break;
-      extra = e;
-    }
+    const uint64_t extra =
+        stretch_over_blocks(s, n, [&](uint64_t from, uint64_t to) { return read_blocked(key, from, to); });
     PortRead& r = recent_moveout_reads[recent_moveout_read_n++ % 16];
     r.start = s;
     r.end = s + n + extra;
